@@ -1,0 +1,35 @@
+# Thin wrapper over CMake. `make` builds into build/; `make test` installs
+# what is missing, builds and runs the whole suite.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test test-asan bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure
+
+# The whole suite again under AddressSanitizer and UBSan.
+test-asan: deps
+	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DTALLY_SANITIZE=ON $(CMAKE_FLAGS)"
+
+bench: deps
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build build-release -j $(JOBS)
+	scripts/bench.sh build-release
+
+clean:
+	rm -rf build build-asan build-release

@@ -1,0 +1,541 @@
+/* tally.h: the public API of libtally, an embedded engine for exact, durable
+ * counts: named counters and counted events (likes, views ...) with their
+ * indexes (recent actors, "has X done it and when", a member's history).
+ *
+ * This header is the manual. Every function says what it does, what each
+ * parameter is, which errors it returns and who owns memory.
+ *
+ * Conventions
+ *  - Every function returns an int: TALLY_OK (0) on success, a negative
+ *    TALLY_E* code from the enum below, or never anything else.
+ *    tally_strerror() turns any of them (and positive errno values) into text.
+ *  - A handle may be used by many threads at once. Writes from one thread are
+ *    applied in the order that thread made them.
+ *  - A write is acknowledged when the call returns TALLY_OK (or its callback
+ *    runs with TALLY_OK). In TALLY_DURABILITY_SYNC mode (the default) that
+ *    means the write is on disk (fsync). A read issued after an
+ *    acknowledgement sees the write.
+ *  - On any error a write changes nothing.
+ *  - Strings are NUL-terminated unless a length is passed with them. Memory
+ *    passed in stays the caller's; the library copies what it keeps.
+ */
+#ifndef TALLY_H
+#define TALLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Marks the exported functions of the shared library. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define TALLY_API __attribute__((visibility("default")))
+#else
+#define TALLY_API
+#endif
+
+#define TALLY_VERSION_MAJOR 0
+#define TALLY_VERSION_MINOR 1
+#define TALLY_VERSION_PATCH 0
+#define TALLY_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------------------
+ * Limits. Each is checked at the API and refused with an error, never
+ * truncated.
+ * ------------------------------------------------------------------------ */
+
+/** Longest named-counter key in bytes (keys are 1..512 bytes, any bytes). */
+#define TALLY_KEY_MAX 512
+/** Longest counting-type or content-type name in bytes (1..64 bytes of
+ *  [A-Za-z0-9_.:-]). */
+#define TALLY_NAME_MAX 64
+/** Longest idempotency token in bytes (1..128, any bytes). */
+#define TALLY_ID_MAX 128
+/** Most entries one tally_recent() or tally_history() call returns. */
+#define TALLY_PAGE_MAX 1000
+/** Most keys in one tally_mget() and most objects in one tally_mcount(). */
+#define TALLY_MULTI_MAX 10000
+/** Most counting types (built-in and added) in one database. */
+#define TALLY_TYPES_MAX 1024
+/** Most content types in one database. */
+#define TALLY_CTYPES_MAX 65535
+/** Latest explicit event time accepted, in ms since the Unix epoch
+ *  (2100-01-01T00:00:00Z). Earliest is 1 (0 means "now"). */
+#define TALLY_AT_MS_MAX INT64_C(4102444800000)
+
+/* ---------------------------------------------------------------------------
+ * Errors. A range of their own, so they never collide with errno values.
+ * ------------------------------------------------------------------------ */
+enum tally_error {
+	TALLY_OK = 0,
+	TALLY_EINVAL = -30700,  /**< an argument is invalid (NULL, out of range) */
+	TALLY_EKEYSIZE,         /**< key or name empty or longer than its limit */
+	TALLY_EOVERFLOW,        /**< the result would not fit in an int64 */
+	TALLY_ENOTFOUND,        /**< no such counter, or member not in */
+	TALLY_ENOTYPE,          /**< unknown counting type */
+	TALLY_ETYPEEXISTS,      /**< a type of that name exists with another mode */
+	TALLY_EMODE,            /**< operation needs a counting type of the
+	                             other mode (e.g. has() on a total type) */
+	TALLY_ELIMIT,           /**< a documented limit was reached (types ...) */
+	TALLY_ENOMEM,           /**< out of memory */
+	TALLY_EIO,              /**< the store failed to read, write or sync;
+	                             after a failed write or sync the handle
+	                             refuses writes until reopened */
+	TALLY_ECORRUPT,         /**< stored data failed validation */
+	TALLY_ECLOSED,          /**< the handle is closing */
+	TALLY_EBUSY,            /**< the data folder is in use by another handle
+	                             or process */
+	TALLY_EVERSION,         /**< the data folder was written by an
+	                             incompatible version */
+	TALLY_ERROR_END         /**< one past the last code; not an error */
+};
+
+/**
+ * Describe an error code.
+ * @param err a TALLY_E* code, TALLY_OK, or a positive errno value.
+ * @return a static string; never NULL.
+ */
+TALLY_API const char *tally_strerror(int err);
+
+/* ---------------------------------------------------------------------------
+ * Opening and closing
+ * ------------------------------------------------------------------------ */
+
+/** Opaque engine handle. */
+typedef struct tally tally;
+
+enum tally_durability {
+	/** Acknowledge a write only after its batch is fsynced (default). */
+	TALLY_DURABILITY_SYNC = 0,
+	/** Acknowledge after the in-memory apply; fsync every flush_interval_ms.
+	 *  A crash of the machine (not of the process) can lose the writes of
+	 *  the last interval. */
+	TALLY_DURABILITY_ASYNC = 1
+};
+
+/** Flags for tally_options.flags. */
+enum tally_open_flags {
+	/** Fail with TALLY_ENOTFOUND if the data folder does not exist
+	 *  (the default creates it). */
+	TALLY_OPEN_NO_CREATE = 1u << 0
+};
+
+/**
+ * Open options. A zero-filled struct means every default; each field says
+ * what its zero value means.
+ */
+typedef struct tally_options {
+	/** enum tally_durability. 0: TALLY_DURABILITY_SYNC. */
+	int durability;
+	/** Async mode: how often acknowledged writes are fsynced, in ms.
+	 *  0: 100. Range 1..60000. */
+	uint32_t flush_interval_ms;
+	/** Most writes waiting for the committer; writers block while it is
+	 *  full (backpressure). 0: 65536. Range 16..16777216. */
+	uint32_t queue_ops_max;
+	/** Most writes the committer applies in one atomic store batch.
+	 *  0: 8192. Range 1..1048576. */
+	uint32_t batch_ops_max;
+	/** How long an idempotency token is remembered, in ms. 0: 600000
+	 *  (10 minutes). Range 1000..604800000 (7 days). */
+	uint32_t token_retention_ms;
+	/** Most counter values and totals the committer keeps in memory.
+	 *  0: 1048576. Range 1024..1073741824. */
+	uint32_t cache_entries_max;
+	/** RocksDB block cache in MiB. 0: 64. Range 1..1048576. */
+	uint32_t block_cache_mb;
+	/** enum tally_open_flags, or 0. */
+	uint32_t flags;
+} tally_options;
+
+/**
+ * Open (or create) a database in a folder.
+ *
+ * @param path   folder of the database; created if missing unless
+ *               TALLY_OPEN_NO_CREATE is given.
+ * @param opts   options, or NULL for every default. Not kept after return.
+ * @param out    receives the handle on success; set to NULL on failure.
+ * @return TALLY_OK;
+ *         TALLY_EINVAL (NULL path or out, an option out of range);
+ *         TALLY_ENOTFOUND (no database there and TALLY_OPEN_NO_CREATE);
+ *         TALLY_EBUSY (another handle or process has it open);
+ *         TALLY_EVERSION, TALLY_ECORRUPT, TALLY_EIO, TALLY_ENOMEM.
+ * The handle is released with tally_close().
+ */
+TALLY_API int tally_open(const char *path, const tally_options *opts, tally **out);
+
+/**
+ * Close a handle: finish every queued write (their callbacks run), make
+ * everything acknowledged durable, release all resources.
+ *
+ * @param t handle, or NULL (then nothing happens).
+ * No call on the handle may be running or start once close has begun; the
+ * pointer is invalid afterwards. Closing twice is safe only if the caller
+ * sets its pointer to NULL after the first close (use tally_closep()).
+ */
+TALLY_API void tally_close(tally *t);
+
+/**
+ * Close *tp (as tally_close) and set *tp to NULL, so a second call is a
+ * no-op. @param tp pointer to a handle pointer; NULL or *tp NULL is a no-op.
+ */
+TALLY_API void tally_closep(tally **tp);
+
+/**
+ * Wait until every write acknowledged so far is durable. In sync mode this
+ * returns at once; in async mode it forces an fsync.
+ * @return TALLY_OK; TALLY_EINVAL (t NULL); TALLY_EIO; TALLY_ECLOSED.
+ */
+TALLY_API int tally_sync(tally *t);
+
+/* ---------------------------------------------------------------------------
+ * Named counters: a key of 1..TALLY_KEY_MAX bytes holding an int64.
+ * A counter that was never written (or was deleted) does not exist; INCRBY
+ * on it starts from 0.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * Add delta to a counter and return the new value.
+ *
+ * @param t       handle.
+ * @param key     key bytes (any bytes, not NUL-terminated).
+ * @param key_len 1..TALLY_KEY_MAX.
+ * @param delta   any int64.
+ * @param out     receives the new value; may be NULL.
+ * @return TALLY_OK; TALLY_EINVAL (t or key NULL); TALLY_EKEYSIZE;
+ *         TALLY_EOVERFLOW (value + delta outside int64: nothing changes);
+ *         TALLY_EIO; TALLY_ECLOSED; TALLY_ENOMEM.
+ */
+TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t delta,
+                 int64_t *out);
+
+/**
+ * Add delta to a counter without waiting for the new value: the cheapest
+ * write for a hot counter. In async mode the add lands in a per-thread
+ * striped cell and is folded into the store at the next flush (reads see it
+ * at once); in sync mode it is tally_incrby() that discards the value.
+ *
+ * @param delta must satisfy |delta| <= 2^32; larger adds use tally_incrby().
+ * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL
+ *         (t or key NULL, |delta| too large); TALLY_EKEYSIZE;
+ *         TALLY_EOVERFLOW (sync mode, or a counter near the int64 limits:
+ *         those take the exact path); TALLY_EIO; TALLY_ECLOSED.
+ */
+TALLY_API int tally_counter_add(tally *t, const void *key, size_t key_len,
+                      int64_t delta);
+
+/**
+ * Read a counter.
+ * @param out receives the value; may not be NULL.
+ * @return TALLY_OK; TALLY_ENOTFOUND (no such counter; *out set to 0);
+ *         TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECORRUPT.
+ */
+TALLY_API int tally_get(tally *t, const void *key, size_t key_len, int64_t *out);
+
+/**
+ * Read many counters.
+ * @param keys   n key pointers.
+ * @param lens   n key lengths, each 1..TALLY_KEY_MAX.
+ * @param n      1..TALLY_MULTI_MAX.
+ * @param values receives n values (0 for a missing counter).
+ * @param found  receives n flags (1 present, 0 missing); may be NULL.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE (any key; nothing read);
+ *         TALLY_EIO; TALLY_ECORRUPT.
+ */
+TALLY_API int tally_mget(tally *t, const void *const *keys, const size_t *lens,
+               size_t n, int64_t *values, int *found);
+
+/**
+ * Set a counter to a value (creating it).
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED.
+ */
+TALLY_API int tally_set(tally *t, const void *key, size_t key_len, int64_t value);
+
+/**
+ * Delete a counter.
+ * @param existed receives 1 if it existed, 0 if not; may be NULL.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED.
+ */
+TALLY_API int tally_del(tally *t, const void *key, size_t key_len, int *existed);
+
+/* ---------------------------------------------------------------------------
+ * Counting types
+ *
+ * A counting type has a name and a mode. Built-in types (ids 1..13):
+ *   unique: like favorite praise down report
+ *   total:  view read comment forward share buy sale taste
+ * Content types ("article", "video" ...) need no declaration: a name is
+ * registered on its first write.
+ * ------------------------------------------------------------------------ */
+
+enum tally_mode {
+	/** A member is in or out; the count is the number of members in. */
+	TALLY_MODE_UNIQUE = 1,
+	/** Every add adds delta, every remove subtracts it. */
+	TALLY_MODE_TOTAL = 2
+};
+
+/** One counting type, as listed by tally_types(). */
+typedef struct tally_type_info {
+	char name[TALLY_NAME_MAX + 1]; /**< NUL-terminated */
+	int mode;                      /**< enum tally_mode */
+	uint16_t id;                   /**< stable numeric id */
+} tally_type_info;
+
+/**
+ * Add a counting type (durably). Adding a type that exists with the same
+ * mode is a no-op that succeeds.
+ * @param name 1..TALLY_NAME_MAX bytes of [A-Za-z0-9_.:-].
+ * @param mode TALLY_MODE_UNIQUE or TALLY_MODE_TOTAL.
+ * @return TALLY_OK; TALLY_EINVAL (bad mode, bad characters);
+ *         TALLY_EKEYSIZE; TALLY_ETYPEEXISTS (same name, other mode);
+ *         TALLY_ELIMIT (TALLY_TYPES_MAX reached); TALLY_EIO; TALLY_ECLOSED.
+ */
+TALLY_API int tally_type_add(tally *t, const char *name, int mode);
+
+/**
+ * List counting types, built-in first, then by id.
+ * @param out receives up to cap entries; may be NULL when cap is 0.
+ * @param n   receives the total number of types (may exceed cap).
+ * @return TALLY_OK; TALLY_EINVAL.
+ */
+TALLY_API int tally_types(tally *t, tally_type_info *out, size_t cap, size_t *n);
+
+/* ---------------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------------ */
+
+/**
+ * One counting action: member `member` does `ktype` to object
+ * (`ctype`, `content`).
+ */
+typedef struct tally_event {
+	const char *ctype;  /**< content type name, 1..TALLY_NAME_MAX */
+	const char *ktype;  /**< counting type name (must exist) */
+	uint64_t content;   /**< content id, any u64 */
+	uint64_t member;    /**< member id; 0 = anonymous: counted, never listed
+	                         as an actor; refused for unique types */
+	int64_t delta;      /**< total types: amount, 0 means 1, must be > 0;
+	                         unique types: 0 or 1 */
+	int64_t at_ms;      /**< event time in ms since the Unix epoch,
+	                         0 = now; 1..TALLY_AT_MS_MAX */
+	const void *id;     /**< idempotency token, or NULL */
+	size_t id_len;      /**< token length, 1..TALLY_ID_MAX when id set */
+} tally_event;
+
+/**
+ * Record an add: a unique type puts the member in (a no-op if it is in
+ * already); a total type adds delta.
+ *
+ * @param ev    the event; not kept after return.
+ * @param count receives the object's count after the event; may be NULL.
+ * @return TALLY_OK; TALLY_EINVAL (NULL, member 0 on a unique type, delta or
+ *         at_ms out of range); TALLY_EKEYSIZE (name or id length);
+ *         TALLY_ENOTYPE; TALLY_EOVERFLOW (total would overflow);
+ *         TALLY_ELIMIT (too many content types); TALLY_EIO; TALLY_ECLOSED.
+ * With an id: a token seen within the retention window returns the result
+ * of its first successful use and changes nothing, across restarts too.
+ */
+TALLY_API int tally_add(tally *t, const tally_event *ev, int64_t *count);
+
+/**
+ * Record a remove: a unique type takes the member out (a no-op if it is
+ * not in); a total type subtracts delta. Parameters and errors as
+ * tally_add().
+ */
+TALLY_API int tally_remove(tally *t, const tally_event *ev, int64_t *count);
+
+/* ---------------------------------------------------------------------------
+ * Asynchronous writes: the building block of servers. The calls above are
+ * tally_write() + a wait.
+ * ------------------------------------------------------------------------ */
+
+enum tally_write_kind {
+	TALLY_W_INCRBY = 1, /**< key, value = delta; result: new value */
+	TALLY_W_SET,        /**< key, value; result: value */
+	TALLY_W_DEL,        /**< key; result: 1 existed, 0 did not */
+	TALLY_W_ADD,        /**< event; result: count after */
+	TALLY_W_REMOVE      /**< event; result: count after */
+};
+
+/** One write. Only the fields of its kind are read. */
+typedef struct tally_write {
+	int kind;           /**< enum tally_write_kind */
+	const void *key;    /**< counter kinds */
+	size_t key_len;
+	int64_t value;      /**< INCRBY delta or SET value */
+	const void *id;     /**< optional idempotency token for INCRBY, ADD,
+	                         REMOVE (also read from here for events) */
+	size_t id_len;
+	tally_event event;  /**< ADD and REMOVE (event.id is ignored) */
+} tally_write;
+
+/**
+ * Completion of an asynchronous write.
+ * @param arg    the caller's pointer.
+ * @param err    TALLY_OK or an error of the blocking call of that kind.
+ * @param result the kind's result (see enum tally_write_kind), 0 on error.
+ * Runs on the engine's committer thread: it must be quick and must not
+ * call a blocking write of the same handle (that would deadlock).
+ */
+typedef void (*tally_write_cb)(void *arg, int err, int64_t result);
+
+/**
+ * Queue a write; cb runs once when it is acknowledged or failed.
+ *
+ * @param w   the write; copied, not kept.
+ * @param cb  completion; must not be NULL.
+ * @return TALLY_OK (queued; cb will run exactly once); or, with cb never
+ *         run: TALLY_EINVAL, TALLY_EKEYSIZE, TALLY_ENOTYPE, TALLY_ELIMIT,
+ *         TALLY_ECLOSED, TALLY_ENOMEM, TALLY_EIO (writes refused after a
+ *         store failure).
+ * Blocks while the queue is full (backpressure). Writes queued by one
+ * thread are applied in the order queued.
+ */
+TALLY_API int tally_write_async(tally *t, const tally_write *w, tally_write_cb cb,
+                      void *arg);
+
+/**
+ * Queue a write and wait for it.
+ * @param result receives the kind's result; may be NULL.
+ * @return as tally_write_async() plus the kind's own errors.
+ */
+TALLY_API int tally_write_sync(tally *t, const tally_write *w, int64_t *result);
+
+/* ---------------------------------------------------------------------------
+ * Queries. An unknown content type reads as an object with no events.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * Count of one object for one counting type.
+ * @param out receives the count (0 for an object with no events).
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO.
+ */
+TALLY_API int tally_count(tally *t, const char *ctype, const char *ktype,
+                uint64_t content, int64_t *out);
+
+/**
+ * Count as of a time: the running total recorded by the newest event (in
+ * commit order) whose time is <= at_ms; 0 if there is none. Exact when
+ * event times follow commit order (the default, at_ms = 0); with explicit
+ * out-of-order times it is the count after the last event stamped at or
+ * before at_ms. Costs one step per event newer than at_ms.
+ * @param at_ms 1..TALLY_AT_MS_MAX.
+ * @return as tally_count().
+ */
+TALLY_API int tally_count_at(tally *t, const char *ctype, const char *ktype,
+                   uint64_t content, int64_t at_ms, int64_t *out);
+
+/**
+ * Counts of many objects of one type.
+ * @param contents n content ids; n 1..TALLY_MULTI_MAX.
+ * @param out      receives n counts.
+ * @return as tally_count().
+ */
+TALLY_API int tally_mcount(tally *t, const char *ctype, const char *ktype,
+                 const uint64_t *contents, size_t n, int64_t *out);
+
+/** One entry of tally_counts(). */
+typedef struct tally_type_count {
+	char ktype[TALLY_NAME_MAX + 1]; /**< counting type name */
+	int mode;                       /**< enum tally_mode */
+	int64_t count;
+} tally_type_count;
+
+/**
+ * The count of every counting type for one object, types in tally_types()
+ * order, zero counts included.
+ * @param out receives up to cap entries; @param n receives the number of
+ *        types (may exceed cap).
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO.
+ */
+TALLY_API int tally_counts(tally *t, const char *ctype, uint64_t content,
+                 tally_type_count *out, size_t cap, size_t *n);
+
+/** One event of tally_recent(). */
+typedef struct tally_entry {
+	uint64_t member;
+	int64_t at_ms;
+	int64_t delta;  /**< > 0 for an add, < 0 for a remove (unique: +-1) */
+	uint64_t seq;   /**< event number: pass as `before` for the next page */
+} tally_entry;
+
+/**
+ * The newest events of one object that name a member (anonymous events are
+ * counted but not listed), newest first. Unique types list removes too.
+ *
+ * @param limit  1..TALLY_PAGE_MAX; out must hold that many.
+ * @param before 0 for the newest, or only events with seq < before.
+ * @param n      receives the number of entries written.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO;
+ *         TALLY_ECORRUPT.
+ */
+TALLY_API int tally_recent(tally *t, const char *ctype, const char *ktype,
+                 uint64_t content, size_t limit, uint64_t before,
+                 tally_entry *out, size_t *n);
+
+/**
+ * Whether a member is in a unique type's membership of one object.
+ * @param at_ms receives the time the member was added; may be NULL.
+ * @return TALLY_OK (in); TALLY_ENOTFOUND (not in); TALLY_EMODE (a total
+ *         type); TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO.
+ */
+TALLY_API int tally_has(tally *t, const char *ctype, const char *ktype,
+              uint64_t content, uint64_t member, int64_t *at_ms);
+
+/** One event of tally_history(). */
+typedef struct tally_history_entry {
+	char ctype[TALLY_NAME_MAX + 1]; /**< content type name */
+	uint64_t content;
+	int64_t at_ms;
+	int64_t delta;                  /**< as tally_entry.delta */
+	uint64_t seq;                   /**< pass as `before` for the next page */
+} tally_history_entry;
+
+/**
+ * A member's events of one counting type, newest first.
+ * @param member non-zero member id.
+ * Other parameters and errors as tally_recent().
+ */
+TALLY_API int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
+                  uint64_t before, tally_history_entry *out, size_t *n);
+
+/* ---------------------------------------------------------------------------
+ * Statistics and maintenance
+ * ------------------------------------------------------------------------ */
+
+/** Monotonic counters since open (tally_stats()). */
+typedef struct tally_stats {
+	uint64_t writes;          /**< writes acknowledged */
+	uint64_t write_errors;    /**< writes completed with an error */
+	uint64_t token_hits;      /**< retried tokens answered from memory */
+	uint64_t batches;         /**< store batches committed */
+	uint64_t batch_ops_max;   /**< largest batch seen, in writes */
+	uint64_t store_entries;   /**< store entries written (puts, merges,
+	                               deletes) */
+	uint64_t syncs;           /**< fsyncs */
+	uint64_t sync_ns_total;   /**< time spent in them */
+	uint64_t striped_adds;    /**< adds taken by striped cells */
+	uint64_t queue_depth;     /**< writes waiting now */
+	uint64_t last_seq;        /**< newest event number */
+} tally_stats;
+
+/**
+ * Read statistics. @return TALLY_OK; TALLY_EINVAL.
+ */
+TALLY_API int tally_stats_get(tally *t, tally_stats *out);
+
+/**
+ * Write a consistent copy of the database (a RocksDB checkpoint) into a new
+ * folder, while the handle keeps serving. The copy opens with tally_open().
+ * @param dir folder to create; must not exist.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (including dir exists).
+ */
+TALLY_API int tally_backup(tally *t, const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TALLY_H */

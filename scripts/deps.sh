@@ -1,0 +1,33 @@
+#!/bin/sh
+# Install the Debian packages tally needs to build, test and benchmark.
+# Idempotent: does nothing when everything is present; runs apt-get update
+# only when something is missing. Needs root (or sudo) to install.
+set -eu
+
+PKGS="build-essential cmake pkg-config
+librocksdb-dev libuv1-dev libhttp-parser-dev libjansson-dev libhiredis-dev
+libxxhash-dev libcmocka-dev
+redis-server redis-tools curl"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing$missing"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		SUDO="sudo"
+	else
+		echo "deps: missing packages:$missing; run this script as root" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing

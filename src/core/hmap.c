@@ -1,0 +1,318 @@
+/* hmap.c: open-addressing hash map with linear probing, on the hot write
+ * path. Slots hold the full 64-bit hash so a probe compares keys only when
+ * hashes match; deletes leave tombstones so iteration can delete safely. */
+#include "core/hmap.h"
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Inline xxh3 into this file: keys are short, and a call into the shared
+ * library costs as much as hashing them. Symbols are renamed, so this does
+ * not clash with the linked libxxhash. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define HMAP_CAP_MIN 16 /* power of two */
+#define HMAP_VALUE_MAX 256
+/* Load limit, live entries plus tombstones: LOAD_NUM / LOAD_DEN. */
+#define HMAP_LOAD_NUM 7
+#define HMAP_LOAD_DEN 10
+
+/* A slot is live when e != NULL. Otherwise hash tells empty from tombstone;
+ * a probe stops at empty but walks over a tombstone. */
+#define SLOT_EMPTY 0
+#define SLOT_TOMB 1
+
+typedef struct hmap_entry {
+	size_t len;
+	/* then padding up to ENTRY_VALUE_OFF, the value, the key bytes */
+} hmap_entry;
+
+/* The value sits at a max_align_t boundary so callers may store any type. */
+#define ENTRY_VALUE_OFF                                                     \
+	((sizeof(hmap_entry) + alignof(max_align_t) - 1) /                  \
+	 alignof(max_align_t) * alignof(max_align_t))
+
+typedef struct hmap_slot {
+	uint64_t hash;
+	hmap_entry *e;
+} hmap_slot;
+
+struct hmap {
+	hmap_slot *slots;
+	size_t cap;   /* power of two */
+	size_t count; /* live entries */
+	size_t tombs; /* tombstones */
+	size_t value_size;
+};
+
+uint64_t hash_bytes(const void *p, size_t len)
+{
+	assert(p != NULL || len == 0);
+	return XXH3_64bits(p, len);
+}
+
+static void *entry_value(hmap_entry *e)
+{
+	return (char *)e + ENTRY_VALUE_OFF;
+}
+
+static const void *entry_key(const hmap *m, const hmap_entry *e)
+{
+	return (const char *)e + ENTRY_VALUE_OFF + m->value_size;
+}
+
+static int slot_is_empty(const hmap_slot *s)
+{
+	return s->e == NULL && s->hash == SLOT_EMPTY;
+}
+
+hmap *hmap_create(size_t value_size)
+{
+	assert(value_size >= 1);
+	assert(value_size <= HMAP_VALUE_MAX);
+	if (value_size < 1 || value_size > HMAP_VALUE_MAX)
+		return NULL;
+	hmap *m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return NULL;
+	/* calloc: every slot starts empty (NULL entry, hash SLOT_EMPTY). */
+	m->slots = calloc(HMAP_CAP_MIN, sizeof(hmap_slot));
+	if (m->slots == NULL) {
+		free(m);
+		return NULL;
+	}
+	m->cap = HMAP_CAP_MIN;
+	m->value_size = value_size;
+	return m;
+}
+
+static void free_entries(hmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->slots[i].e);
+}
+
+void hmap_free(hmap *m)
+{
+	if (m == NULL)
+		return;
+	assert(m->slots != NULL);
+	free_entries(m);
+	free(m->slots);
+	free(m);
+}
+
+void hmap_clear(hmap *m)
+{
+	assert(m != NULL);
+	assert(m->slots != NULL);
+	free_entries(m);
+	memset(m->slots, 0, m->cap * sizeof(hmap_slot));
+	m->count = 0;
+	m->tombs = 0;
+}
+
+size_t hmap_count(const hmap *m)
+{
+	assert(m != NULL);
+	assert(m->count + m->tombs < m->cap);
+	return m->count;
+}
+
+static int key_matches(const hmap *m, const hmap_slot *s, uint64_t hash,
+                       const void *key, size_t len)
+{
+	assert(s->e != NULL);
+	if (s->hash != hash || s->e->len != len)
+		return 0;
+	return len == 0 || memcmp(entry_key(m, s->e), key, len) == 0;
+}
+
+/* Index of the live slot holding key, or m->cap if absent. When absent and
+ * free_at is not NULL, *free_at is where an insert belongs: the first
+ * tombstone on the probe path, else the empty slot that ended it. */
+static size_t find(const hmap *m, uint64_t hash, const void *key, size_t len,
+                   size_t *free_at)
+{
+	size_t mask = m->cap - 1;
+	size_t tomb = m->cap;
+	size_t i = (size_t)hash & mask;
+	/* Bounded: the load limit guarantees an empty slot within cap steps. */
+	for (size_t n = 0; n < m->cap; n++, i = (i + 1) & mask) {
+		const hmap_slot *s = &m->slots[i];
+		if (s->e != NULL) {
+			if (key_matches(m, s, hash, key, len))
+				return i;
+		} else if (s->hash == SLOT_EMPTY) {
+			if (free_at != NULL)
+				*free_at = tomb < m->cap ? tomb : i;
+			return m->cap;
+		} else if (tomb == m->cap) {
+			tomb = i;
+		}
+	}
+	assert(0 && "hmap: no empty slot");
+	return m->cap;
+}
+
+void *hmap_get(const hmap *m, const void *key, size_t len)
+{
+	assert(m != NULL);
+	assert(key != NULL || len == 0);
+	if (len > HMAP_KEY_MAX)
+		return NULL; /* never stored */
+	uint64_t hash = hash_bytes(key, len);
+	size_t i = find(m, hash, key, len, NULL);
+	return i < m->cap ? entry_value(m->slots[i].e) : NULL;
+}
+
+/* Move every live entry into a fresh table of new_cap slots, which drops
+ * the tombstones. Entries are not copied, only their slots. */
+static int rehash(hmap *m, size_t new_cap)
+{
+	assert((new_cap & (new_cap - 1)) == 0);
+	assert(m->count < new_cap);
+	hmap_slot *slots = calloc(new_cap, sizeof(hmap_slot));
+	if (slots == NULL)
+		return -1;
+	size_t mask = new_cap - 1;
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->slots[i].e == NULL)
+			continue;
+		size_t j = (size_t)m->slots[i].hash & mask;
+		while (slots[j].e != NULL)
+			j = (j + 1) & mask;
+		slots[j] = m->slots[i];
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->cap = new_cap;
+	m->tombs = 0;
+	return 0;
+}
+
+/* Make room for one more entry: double when live entries alone pass half
+ * the load limit, otherwise rehash in place to sweep tombstones out.
+ * Returns 0 when nothing moved, 1 after a rehash, -1 on failure. */
+static int make_room(hmap *m)
+{
+	assert(m->count + m->tombs < m->cap);
+	size_t used = m->count + m->tombs + 1;
+	if (used * HMAP_LOAD_DEN <= m->cap * HMAP_LOAD_NUM)
+		return 0;
+	size_t new_cap = m->cap;
+	if ((m->count + 1) * HMAP_LOAD_DEN * 2 > m->cap * HMAP_LOAD_NUM) {
+		if (m->cap > SIZE_MAX / 2 / sizeof(hmap_slot))
+			return -1; /* the table could not be addressed */
+		new_cap = m->cap * 2;
+	}
+	return rehash(m, new_cap) == 0 ? 1 : -1;
+}
+
+static hmap_entry *entry_new(const hmap *m, const void *key, size_t len)
+{
+	assert(len <= HMAP_KEY_MAX);
+	hmap_entry *e = malloc(ENTRY_VALUE_OFF + m->value_size + len);
+	if (e == NULL)
+		return NULL;
+	e->len = len;
+	memset(entry_value(e), 0, m->value_size);
+	if (len > 0)
+		memcpy((char *)entry_value(e) + m->value_size, key, len);
+	return e;
+}
+
+void *hmap_put(hmap *m, const void *key, size_t len, int *inserted)
+{
+	assert(m != NULL);
+	assert(key != NULL || len == 0);
+	if (inserted != NULL)
+		*inserted = 0;
+	if (len > HMAP_KEY_MAX)
+		return NULL;
+	uint64_t hash = hash_bytes(key, len);
+	size_t at = m->cap;
+	size_t i = find(m, hash, key, len, &at);
+	if (i < m->cap)
+		return entry_value(m->slots[i].e);
+	hmap_entry *e = entry_new(m, key, len);
+	if (e == NULL)
+		return NULL;
+	int room = make_room(m);
+	if (room < 0) {
+		free(e);
+		return NULL;
+	}
+	if (room > 0)
+		find(m, hash, key, len, &at); /* slots moved: probe again */
+	assert(at < m->cap && m->slots[at].e == NULL);
+	if (m->slots[at].hash == SLOT_TOMB)
+		m->tombs--;
+	m->slots[at].hash = hash;
+	m->slots[at].e = e;
+	m->count++;
+	if (inserted != NULL)
+		*inserted = 1;
+	return entry_value(e);
+}
+
+/* Turn slot i into a tombstone, or into an empty slot when the next slot is
+ * empty (no probe can pass through it then); in that case tombstones just
+ * before it are dead too. Never moves a live entry, so iteration is safe. */
+static void slot_release(hmap *m, size_t i)
+{
+	assert(i < m->cap);
+	assert(m->slots[i].e == NULL);
+	size_t mask = m->cap - 1;
+	if (!slot_is_empty(&m->slots[(i + 1) & mask])) {
+		m->slots[i].hash = SLOT_TOMB;
+		m->tombs++;
+		return;
+	}
+	m->slots[i].hash = SLOT_EMPTY;
+	for (size_t n = 1; n < m->cap; n++) {
+		hmap_slot *s = &m->slots[(i - n) & mask];
+		if (s->e != NULL || s->hash != SLOT_TOMB)
+			break;
+		s->hash = SLOT_EMPTY;
+		m->tombs--;
+	}
+}
+
+int hmap_del(hmap *m, const void *key, size_t len)
+{
+	assert(m != NULL);
+	assert(key != NULL || len == 0);
+	if (len > HMAP_KEY_MAX)
+		return 0;
+	size_t i = find(m, hash_bytes(key, len), key, len, NULL);
+	if (i == m->cap)
+		return 0;
+	free(m->slots[i].e);
+	m->slots[i].e = NULL;
+	m->count--;
+	slot_release(m, i);
+	return 1;
+}
+
+int hmap_next(const hmap *m, size_t *pos, const void **key, size_t *len,
+              void **value)
+{
+	assert(m != NULL);
+	assert(pos != NULL && key != NULL && len != NULL && value != NULL);
+	for (size_t i = *pos; i < m->cap; i++) {
+		hmap_entry *e = m->slots[i].e;
+		if (e == NULL)
+			continue;
+		*key = entry_key(m, e);
+		*len = e->len;
+		*value = entry_value(e);
+		*pos = i + 1;
+		return 1;
+	}
+	*pos = m->cap;
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* hmap.h: an open-addressing hash map from byte-string keys to fixed-size
+ * values, for the engine's and store's in-memory tables (value caches,
+ * batch overlays, tokens, names). Not thread-safe: one owner at a time. */
+#ifndef TALLY_CORE_HMAP_H
+#define TALLY_CORE_HMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Keys are 0..HMAP_KEY_MAX bytes of anything. The empty key (len 0) is an
+ * ordinary key, distinct from every other; key may be NULL when len is 0. */
+#define HMAP_KEY_MAX 1024
+
+typedef struct hmap hmap;
+
+/* Create a map whose values are value_size bytes (1..256). Values are
+ * aligned for any type (max_align_t). Returns NULL on allocation failure. */
+hmap *hmap_create(size_t value_size);
+/* Free the map and every entry; NULL is a no-op. */
+void hmap_free(hmap *m);
+
+/* Value of key, or NULL (also for a key longer than HMAP_KEY_MAX). The
+ * pointer is valid until the next put, del or clear. */
+void *hmap_get(const hmap *m, const void *key, size_t len);
+/* Value slot of key, inserting a zero-filled one if absent (*inserted set
+ * to 1, else 0; inserted may be NULL). NULL on allocation failure or a key
+ * longer than HMAP_KEY_MAX. Valid until the next put, del or clear. */
+void *hmap_put(hmap *m, const void *key, size_t len, int *inserted);
+/* Remove key; returns 1 if it was there. */
+int hmap_del(hmap *m, const void *key, size_t len);
+/* Remove every entry, keeping the table's capacity. */
+void hmap_clear(hmap *m);
+size_t hmap_count(const hmap *m);
+
+/* Iterate: start with *pos = 0; each call returns 1 and sets key, len and
+ * value of the next entry, or 0 at the end. The map must not change during
+ * the walk, except that hmap_del of the entry just returned is allowed. */
+int hmap_next(const hmap *m, size_t *pos, const void **key, size_t *len,
+              void **value);
+
+/* 64-bit hash of bytes (xxh3). */
+uint64_t hash_bytes(const void *p, size_t len);
+
+#endif

@@ -1,0 +1,253 @@
+/* keys.c: encoders and strict decoders for every stored key and value.
+ * Keys are fixed-size big-endian so byte order is numeric order; values are
+ * varints so they stay short. Decoders reject anything not exactly valid. */
+#include "core/keys.h"
+
+#include <assert.h>
+
+#include "core/varint.h"
+#include "tally.h"
+
+/* Every key field lands inside its key; checked once at compile time. */
+_Static_assert(KEY_OBJ_LEN == 2 + 2 + 8, "object key layout");
+_Static_assert(KEY_MEMBER_LEN == KEY_OBJ_LEN + 8, "member key layout");
+_Static_assert(KEY_LOG_LEN == KEY_OBJ_LEN + 8, "log key layout");
+_Static_assert(KEY_HIST_PREFIX_LEN == 8 + 2, "hist prefix layout");
+_Static_assert(KEY_HIST_LEN == KEY_HIST_PREFIX_LEN + 8, "hist key layout");
+/* The longest value is four 10-byte varints (log) or 3 + 3 * 10 (hist). */
+_Static_assert(VAL_EVENT_MAX >= 4 * VARINT_MAX, "log value room");
+_Static_assert(VAL_EVENT_MAX >= 3 + 3 * VARINT_MAX, "hist value room");
+
+void key_obj_encode(uint8_t out[KEY_OBJ_LEN], const key_obj *o)
+{
+	assert(out != NULL);
+	assert(o != NULL);
+	be16_put(out, o->ctype);
+	be16_put(out + 2, o->ktype);
+	be64_put(out + 4, o->content);
+}
+
+void key_obj_decode(const uint8_t in[KEY_OBJ_LEN], key_obj *o)
+{
+	assert(in != NULL);
+	assert(o != NULL);
+	o->ctype = be16_get(in);
+	o->ktype = be16_get(in + 2);
+	o->content = be64_get(in + 4);
+}
+
+void key_member_encode(uint8_t out[KEY_MEMBER_LEN], const key_obj *o,
+                       uint64_t member)
+{
+	assert(out != NULL);
+	assert(o != NULL);
+	key_obj_encode(out, o);
+	be64_put(out + KEY_OBJ_LEN, member);
+}
+
+void key_log_encode(uint8_t out[KEY_LOG_LEN], const key_obj *o, uint64_t seq)
+{
+	assert(out != NULL);
+	assert(o != NULL);
+	key_obj_encode(out, o);
+	/* Inverted so that a forward scan of one object is newest first. */
+	be64_put(out + KEY_OBJ_LEN, ~seq);
+}
+
+int key_log_decode(const uint8_t *in, size_t len, key_obj *o, uint64_t *seq)
+{
+	assert(o != NULL);
+	assert(seq != NULL);
+	if (in == NULL || len != KEY_LOG_LEN)
+		return -1;
+	key_obj_decode(in, o);
+	*seq = ~be64_get(in + KEY_OBJ_LEN);
+	return 0;
+}
+
+void key_hist_prefix_encode(uint8_t out[KEY_HIST_PREFIX_LEN], uint64_t member,
+                            uint16_t ktype)
+{
+	assert(out != NULL);
+	be64_put(out, member);
+	be16_put(out + 8, ktype);
+}
+
+void key_hist_encode(uint8_t out[KEY_HIST_LEN], uint64_t member,
+                     uint16_t ktype, uint64_t seq)
+{
+	assert(out != NULL);
+	key_hist_prefix_encode(out, member, ktype);
+	/* Inverted, as in the log: newest first within one member and type. */
+	be64_put(out + KEY_HIST_PREFIX_LEN, ~seq);
+}
+
+int key_hist_decode(const uint8_t *in, size_t len, uint64_t *member,
+                    uint16_t *ktype, uint64_t *seq)
+{
+	assert(member != NULL && ktype != NULL);
+	assert(seq != NULL);
+	if (in == NULL || len != KEY_HIST_LEN)
+		return -1;
+	*member = be64_get(in);
+	*ktype = be16_get(in + 8);
+	*seq = ~be64_get(in + KEY_HIST_PREFIX_LEN);
+	return 0;
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+/* Times are stored relative to TALLY_EPOCH_MS so that today's times take
+ * 6 bytes instead of 7. Callers pass real times (the API allows
+ * 1..TALLY_AT_MS_MAX), so a time so early that the subtraction would
+ * overflow is a broken invariant, not bad input. */
+static size_t put_at_ms(uint8_t *buf, int64_t at_ms)
+{
+	assert(at_ms >= INT64_MIN + TALLY_EPOCH_MS);
+	return varint_put_i64(buf, at_ms - TALLY_EPOCH_MS);
+}
+
+/* A small cursor over a value being decoded: each read advances it, and the
+ * decoder checks at the end that every byte was consumed. After the first
+ * failure every read returns 0 and the error sticks. */
+typedef struct val_reader {
+	const uint8_t *p;
+	size_t left;
+	int err;
+} val_reader;
+
+static uint64_t read_u64(val_reader *r)
+{
+	uint64_t v = 0;
+	size_t used = 0;
+	if (r->err || varint_get_u64(r->p, r->left, &v, &used) != 0) {
+		r->err = 1;
+		return 0;
+	}
+	assert(used >= 1);
+	assert(used <= r->left);
+	r->p += used;
+	r->left -= used;
+	return v;
+}
+
+static int64_t read_i64(val_reader *r)
+{
+	return zigzag_decode(read_u64(r));
+}
+
+/* A relative time; adding the epoch back must not overflow int64 (only
+ * corrupt bytes can ask for that). */
+static int64_t read_at_ms(val_reader *r)
+{
+	int64_t rel = read_i64(r);
+	if (rel > INT64_MAX - TALLY_EPOCH_MS) {
+		r->err = 1;
+		return 0;
+	}
+	return rel + TALLY_EPOCH_MS;
+}
+
+/* 0 when every read succeeded and no byte is left over. */
+static int reader_done(const val_reader *r)
+{
+	return r->err || r->left != 0 ? -1 : 0;
+}
+
+size_t val_log_encode(uint8_t *buf, const val_log *v)
+{
+	assert(buf != NULL);
+	assert(v != NULL);
+	size_t n = varint_put_u64(buf, v->member);
+	n += put_at_ms(buf + n, v->at_ms);
+	n += varint_put_i64(buf + n, v->delta);
+	n += varint_put_i64(buf + n, v->total);
+	assert(n <= VAL_EVENT_MAX);
+	return n;
+}
+
+int val_log_decode(const uint8_t *buf, size_t len, val_log *v)
+{
+	assert(v != NULL);
+	assert(buf != NULL || len == 0);
+	val_reader r = { buf, len, 0 };
+	val_log out;
+	out.member = read_u64(&r);
+	out.at_ms = read_at_ms(&r);
+	out.delta = read_i64(&r);
+	out.total = read_i64(&r);
+	if (reader_done(&r) != 0)
+		return -1;
+	*v = out;
+	return 0;
+}
+
+size_t val_hist_encode(uint8_t *buf, const val_hist *v)
+{
+	assert(buf != NULL);
+	assert(v != NULL);
+	size_t n = varint_put_u64(buf, v->ctype);
+	n += varint_put_u64(buf + n, v->content);
+	n += put_at_ms(buf + n, v->at_ms);
+	n += varint_put_i64(buf + n, v->delta);
+	assert(n <= VAL_EVENT_MAX);
+	return n;
+}
+
+int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
+{
+	assert(v != NULL);
+	assert(buf != NULL || len == 0);
+	val_reader r = { buf, len, 0 };
+	uint64_t ctype = read_u64(&r);
+	val_hist out;
+	out.content = read_u64(&r);
+	out.at_ms = read_at_ms(&r);
+	out.delta = read_i64(&r);
+	if (reader_done(&r) != 0 || ctype > UINT16_MAX)
+		return -1;
+	out.ctype = (uint16_t)ctype;
+	*v = out;
+	return 0;
+}
+
+size_t val_i64_encode(uint8_t *buf, int64_t v)
+{
+	assert(buf != NULL);
+	size_t n = varint_put_i64(buf, v);
+	assert(n >= 1 && n <= VARINT_MAX);
+	return n;
+}
+
+int val_i64_decode(const uint8_t *buf, size_t len, int64_t *v)
+{
+	assert(v != NULL);
+	assert(buf != NULL || len == 0);
+	int64_t out = 0;
+	size_t used = 0;
+	if (varint_get_i64(buf, len, &out, &used) != 0 || used != len)
+		return -1;
+	*v = out;
+	return 0;
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+/* ASCII only, by range: isalnum() would depend on the locale. */
+static int name_char_valid(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+	       c == '-';
+}
+
+int name_valid(const char *name, size_t len)
+{
+	if (name == NULL || len == 0 || len > TALLY_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!name_char_valid((unsigned char)name[i]))
+			return 0;
+	}
+	return 1;
+}

@@ -1,0 +1,86 @@
+/* keys.h: the byte layout of every key and value in the store.
+ * Keys are big-endian so that byte order is numeric order; sequence numbers
+ * are stored inverted (~seq) so that a forward scan is newest first. */
+#ifndef TALLY_CORE_KEYS_H
+#define TALLY_CORE_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Object: ctype u16 | ktype u16 | content u64. */
+#define KEY_OBJ_LEN 12
+/* Membership of a unique type: object | member u64 -> value at_ms. */
+#define KEY_MEMBER_LEN 20
+/* Event log: object | ~seq u64 -> log value. */
+#define KEY_LOG_LEN 20
+/* A member's history: member u64 | ktype u16 | ~seq u64 -> hist value. */
+#define KEY_HIST_PREFIX_LEN 10
+#define KEY_HIST_LEN 18
+
+/* Event times are stored relative to this epoch (2020-01-01T00:00:00Z, in
+ * ms since the Unix epoch) so they encode short. */
+#define TALLY_EPOCH_MS INT64_C(1577836800000)
+
+typedef struct key_obj {
+	uint16_t ctype;
+	uint16_t ktype;
+	uint64_t content;
+} key_obj;
+
+void key_obj_encode(uint8_t out[KEY_OBJ_LEN], const key_obj *o);
+void key_obj_decode(const uint8_t in[KEY_OBJ_LEN], key_obj *o);
+
+void key_member_encode(uint8_t out[KEY_MEMBER_LEN], const key_obj *o,
+                       uint64_t member);
+
+void key_log_encode(uint8_t out[KEY_LOG_LEN], const key_obj *o, uint64_t seq);
+/* Returns 0, or -1 when len != KEY_LOG_LEN. */
+int key_log_decode(const uint8_t *in, size_t len, key_obj *o, uint64_t *seq);
+
+void key_hist_prefix_encode(uint8_t out[KEY_HIST_PREFIX_LEN], uint64_t member,
+                            uint16_t ktype);
+void key_hist_encode(uint8_t out[KEY_HIST_LEN], uint64_t member,
+                     uint16_t ktype, uint64_t seq);
+/* Returns 0, or -1 when len != KEY_HIST_LEN. */
+int key_hist_decode(const uint8_t *in, size_t len, uint64_t *member,
+                    uint16_t *ktype, uint64_t *seq);
+
+/* Largest encoded log or hist value. */
+#define VAL_EVENT_MAX 40
+
+/* Value of a log entry: who, when, how much, and the object's count after
+ * the event (the reference design's running total). */
+typedef struct val_log {
+	uint64_t member;
+	int64_t at_ms;  /* ms since the Unix epoch */
+	int64_t delta;  /* > 0 add, < 0 remove */
+	int64_t total;  /* count after the event */
+} val_log;
+
+/* Encode into buf (room for VAL_EVENT_MAX); returns bytes written. at_ms
+ * must be >= INT64_MIN + TALLY_EPOCH_MS (every real time is; asserted). */
+size_t val_log_encode(uint8_t *buf, const val_log *v);
+/* Returns 0, or -1 when the bytes are not exactly one valid value. */
+int val_log_decode(const uint8_t *buf, size_t len, val_log *v);
+
+/* Value of a history entry: which object, when, how much. */
+typedef struct val_hist {
+	uint16_t ctype;
+	uint64_t content;
+	int64_t at_ms;
+	int64_t delta;
+} val_hist;
+
+/* As val_log_encode() and val_log_decode(). */
+size_t val_hist_encode(uint8_t *buf, const val_hist *v);
+int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v);
+
+/* A counter value or a merge operand: a zigzag varint. */
+size_t val_i64_encode(uint8_t *buf, int64_t v);
+int val_i64_decode(const uint8_t *buf, size_t len, int64_t *v);
+
+/* A type or content-type name: 1..TALLY_NAME_MAX bytes of
+ * [A-Za-z0-9_.:-]. Returns 1 if valid. */
+int name_valid(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,66 @@
+/* varint.h: LEB128 varints, zigzag signed integers and big-endian fixed
+ * integers, the byte-level building blocks of every stored key and value.
+ * Pure functions; no I/O, no allocation. */
+#ifndef TALLY_CORE_VARINT_H
+#define TALLY_CORE_VARINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest encoding of a 64-bit varint. */
+#define VARINT_MAX 10
+
+/* Write v as a varint into buf (room for VARINT_MAX bytes). Returns the
+ * number of bytes written (1..10). */
+size_t varint_put_u64(uint8_t *buf, uint64_t v);
+
+/* Read a varint from buf[0..len). On success stores the value and the
+ * bytes used and returns 0. Returns -1 for truncated input, an encoding
+ * longer than 10 bytes, or one whose value exceeds 64 bits. Bytes after
+ * the varint are not read (callers check *used). A non-minimal encoding of
+ * at most 10 bytes (e.g. 0x80 0x00 for 0) is accepted; writers never make
+ * one. */
+int varint_get_u64(const uint8_t *buf, size_t len, uint64_t *v, size_t *used);
+
+/* Signed variants through zigzag (small magnitudes stay short). */
+size_t varint_put_i64(uint8_t *buf, int64_t v);
+int varint_get_i64(const uint8_t *buf, size_t len, int64_t *v, size_t *used);
+
+static inline uint64_t zigzag_encode(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t zigzag_decode(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static inline void be16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline uint16_t be16_get(const uint8_t *p)
+{
+	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static inline void be64_put(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t be64_get(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+#endif

@@ -1,0 +1,823 @@
+/* engine.c: the write path of libtally: a bounded queue, one committer
+ * thread, group commit into the store, and the open/close lifecycle.
+ *
+ * Design note: invariants of the commit path
+ *  1. Every write goes through one FIFO queue; the committer takes up to
+ *     batch_ops_max of them at a time and hands them to the store as one
+ *     logical batch, in queue order. Writes queued by one thread are
+ *     therefore applied in that thread's order, and a unique check sees
+ *     every earlier write, in the same batch or not.
+ *  2. A write's callback runs exactly once, after the store applied its
+ *     batch atomically and, in sync mode, fsynced it; or with the batch's
+ *     error, in which case none of the batch was acknowledged. A store
+ *     failure (write or fsync) is final for the handle: it refuses writes
+ *     until reopened, because what reached the disk is unknown.
+ *  3. A queue slot is reused only after its write completed: [head, head +
+ *     busy) belong to the committer, producers append after them and block
+ *     while the ring is full (backpressure, bounded memory).
+ *  4. Idempotency tokens are resolved on the committer before the store
+ *     sees the batch: a token remembered (or earlier in the same batch)
+ *     answers with the first result and is not applied again; a new token
+ *     is persisted by the store in the same atomic batch as its write.
+ *  5. Content types are registered by queueing their persistence ahead of
+ *     the first write that names them, so an event never reaches the disk
+ *     before its content type.
+ *  6. Async mode: callbacks run after the apply; the committer fsyncs at
+ *     least every flush_interval_ms while there are unsynced writes, folds
+ *     striped cells into the store at the same time, and folds them first
+ *     whenever a batch touches a striped counter (so SET and INCRBY see
+ *     every acknowledged add). */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/keys.h"
+#include "engine/engine.h"
+
+#define DEF(v, d) ((v) ? (v) : (d))
+
+int64_t eng_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t eng_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the queue ------------------------------------------------------------ */
+
+static int op_copy_bytes(eng_op *e, const store_op *op)
+{
+	size_t need = (size_t)op->key_len + op->token_len;
+	uint8_t *p = e->buf;
+
+	e->heap = NULL;
+	if (need > sizeof e->buf) {
+		e->heap = malloc(need);
+		if (e->heap == NULL)
+			return TALLY_ENOMEM;
+		p = e->heap;
+	}
+	if (op->key_len)
+		memcpy(p, op->key, op->key_len);
+	if (op->token_len)
+		memcpy(p + op->key_len, op->token, op->token_len);
+	return TALLY_OK;
+}
+
+/* Point the op's key and token at the slot's own copy. */
+static void op_bind(eng_op *e)
+{
+	uint8_t *p = e->heap ? e->heap : e->buf;
+
+	e->op.key = e->op.key_len ? p : NULL;
+	e->op.token = e->op.token_len ? p + e->op.key_len : NULL;
+}
+
+int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg)
+{
+	size_t cap = t->opt.queue_ops_max;
+	eng_op *e;
+	int rc;
+
+	assert(cb != NULL);
+	assert(op->key_len <= TALLY_KEY_MAX && op->token_len <= TALLY_ID_MAX);
+	pthread_mutex_lock(&t->qlock);
+	while (t->count == cap && !t->closing && !t->failed)
+		pthread_cond_wait(&t->not_full, &t->qlock);
+	if (t->closing || t->failed) {
+		rc = t->closing ? TALLY_ECLOSED : TALLY_EIO;
+		pthread_mutex_unlock(&t->qlock);
+		return rc;
+	}
+	e = &t->ring[(t->head + t->count) % cap];
+	e->op = *op;
+	e->cb = cb;
+	e->arg = arg;
+	rc = op_copy_bytes(e, op);
+	if (rc == TALLY_OK) {
+		op_bind(e);
+		if (t->count++ == t->busy)
+			pthread_cond_signal(&t->not_empty);
+	}
+	pthread_mutex_unlock(&t->qlock);
+	return rc;
+}
+
+/* A blocking caller's wait for its own write. */
+typedef struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+	int64_t result;
+} waiter;
+
+static void waiter_done(void *arg, int err, int64_t result)
+{
+	waiter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->err = err;
+	w->result = result;
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int eng_submit_wait(tally *t, const store_op *op, int64_t *result)
+{
+	waiter w = { .done = 0 };
+	int rc;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	rc = eng_enqueue(t, op, waiter_done, &w);
+	if (rc == TALLY_OK) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.done)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		rc = w.err;
+		if (result != NULL)
+			*result = w.result;
+	}
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	return rc;
+}
+
+/* ---- the committer ------------------------------------------------------- */
+
+/* Forgetting expired tokens: collected into TOKEN_DEL ops and applied by
+ * the committer itself, never through the queue (it could be full). */
+typedef struct purge {
+	store_op ops[TOKENS_PURGE_MAX];
+	size_t n;
+} purge;
+
+static void purge_one(void *arg, const uint8_t *tok, size_t len)
+{
+	purge *p = arg;
+	uint8_t *copy = malloc(len);
+
+	if (copy == NULL || p->n == TOKENS_PURGE_MAX) {
+		free(copy); /* best effort: it is dropped at the next load */
+		return;
+	}
+	memcpy(copy, tok, len);
+	p->ops[p->n++] = (store_op){ .kind = STORE_OP_TOKEN_DEL,
+	                             .token = copy,
+	                             .token_len = (uint32_t)len };
+}
+
+static void tokens_purge(tally *t)
+{
+	purge *p;
+	store_batch b;
+
+	if (eng_now_ns() < t->last_purge_ns + 1000000000u)
+		return;
+	t->last_purge_ns = eng_now_ns();
+	p = malloc(sizeof *p);
+	if (p == NULL)
+		return;
+	p->n = 0;
+	tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX, purge_one, p);
+	b = (store_batch){ p->ops, p->n, 0 };
+	if (p->n > 0)
+		(void)t->st->vt->apply(t->st, &b);
+	for (size_t i = 0; i < p->n; i++)
+		free((void *)(uintptr_t)p->ops[i].token);
+	free(p);
+}
+
+/* Answer tokens that were seen before; mark new ones for persistence. */
+static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
+{
+	hmap_clear(t->batch_tokens);
+	for (size_t i = 0; i < n; i++) {
+		store_op *op = &t->batch[i];
+		const tok_val *tv;
+		size_t *first;
+		int inserted;
+
+		if (op->token == NULL || op->kind == STORE_OP_TOKEN_DEL)
+			continue;
+		tv = tokens_find(&t->tok, op->token, op->token_len, now_ms);
+		if (tv != NULL) {
+			op->skip = 1;
+			op->err = TALLY_OK;
+			op->result = tv->result;
+			atomic_fetch_add(&t->st_token_hits, 1);
+			continue;
+		}
+		first = hmap_put(t->batch_tokens, op->token, op->token_len,
+		                 &inserted);
+		if (first != NULL && !inserted) {
+			op->skip = 2; /* answered like the first, after apply */
+			op->result = (int64_t)*first;
+			continue;
+		}
+		if (first != NULL)
+			*first = i;
+		op->token_expiry_ms = now_ms + t->tok.retention_ms;
+	}
+}
+
+static void tokens_settle(tally *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		store_op *op = &t->batch[i];
+
+		if (op->skip == 2) {
+			const store_op *first = &t->batch[op->result];
+
+			op->err = first->err;
+			op->result = first->result;
+		} else if (!op->skip && op->token != NULL &&
+		           op->kind != STORE_OP_TOKEN_DEL &&
+		           op->err == TALLY_OK) {
+			tokens_remember(&t->tok, op->token, op->token_len,
+			                op->result, op->token_expiry_ms);
+		}
+	}
+}
+
+/* Take the waiting writes (up to batch_ops_max) as the next batch; waits
+ * for work, or until a flush is due in async mode. */
+static size_t batch_take(tally *t, int *stop)
+{
+	size_t cap = t->opt.queue_ops_max, n;
+	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
+
+	pthread_mutex_lock(&t->qlock);
+	while (t->count == 0 && !t->closing && t->sync_req == t->sync_done) {
+		if (!async) {
+			pthread_cond_wait(&t->not_empty, &t->qlock);
+			continue;
+		}
+		uint64_t due = t->last_flush_ns +
+		               (uint64_t)t->opt.flush_interval_ms * 1000000u;
+		if (eng_now_ns() >= due)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t wait = due - eng_now_ns();
+		ts.tv_sec += (time_t)(wait / 1000000000u);
+		ts.tv_nsec += (long)(wait % 1000000000u);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&t->not_empty, &t->qlock, &ts);
+	}
+	*stop = t->count == 0 && t->closing;
+	n = t->count < t->opt.batch_ops_max ? t->count : t->opt.batch_ops_max;
+	t->busy = n;
+	pthread_mutex_unlock(&t->qlock);
+	for (size_t i = 0; i < n; i++) {
+		eng_op *e = &t->ring[(t->head + i) % cap];
+
+		t->batch_src[i] = e;
+		t->batch[i] = e->op;
+	}
+	return n;
+}
+
+static void batch_complete(tally *t, size_t n, int batch_err)
+{
+	size_t cap = t->opt.queue_ops_max;
+
+	for (size_t i = 0; i < n; i++) {
+		eng_op *e = t->batch_src[i];
+		const store_op *op = &t->batch[i];
+		int err = batch_err ? batch_err : op->err;
+
+		atomic_fetch_add(err ? &t->st_write_errors : &t->st_writes, 1);
+		e->cb(e->arg, err, err ? 0 : op->result);
+		free(e->heap);
+		e->heap = NULL;
+	}
+	pthread_mutex_lock(&t->qlock);
+	t->head = (t->head + n) % cap;
+	t->count -= n;
+	t->busy = 0;
+	if (batch_err == TALLY_EIO)
+		t->failed = 1;
+	pthread_cond_broadcast(&t->not_full);
+	pthread_mutex_unlock(&t->qlock);
+}
+
+static int store_sync(tally *t)
+{
+	int rc = t->st->vt->sync(t->st);
+
+	t->last_flush_ns = eng_now_ns();
+	if (rc != TALLY_OK) {
+		pthread_mutex_lock(&t->qlock);
+		t->failed = 1;
+		pthread_mutex_unlock(&t->qlock);
+	}
+	return rc;
+}
+
+/* Async mode: fold the striped cells into the store (INCRBY ops ahead of
+ * nothing else) when due or when ops of this batch need them folded. */
+static int fold(tally *t)
+{
+	size_t n = 0;
+	int rc = stripes_drain(t, &n);
+	store_batch b = { t->fold_ops, n, 0 };
+
+	if (rc == TALLY_OK && n > 0)
+		rc = t->st->vt->apply(t->st, &b);
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
+		if (t->fold_ops[i].err != TALLY_OK)
+			atomic_fetch_add(&t->st_fold_overflow, 1);
+		free((void *)(uintptr_t)t->fold_ops[i].key);
+	}
+	if (rc != TALLY_OK)
+		for (size_t i = 0; i < n; i++)
+			free((void *)(uintptr_t)t->fold_ops[i].key);
+	return rc;
+}
+
+static void sync_requests(tally *t, int async)
+{
+	uint64_t req;
+	int rc = TALLY_OK;
+
+	pthread_mutex_lock(&t->qlock);
+	req = t->sync_req;
+	pthread_mutex_unlock(&t->qlock);
+	if (req == t->sync_done && !(async && eng_now_ns() >= t->last_flush_ns +
+	    (uint64_t)t->opt.flush_interval_ms * 1000000u))
+		return;
+	if (async) {
+		pthread_rwlock_wrlock(&t->fold_lock);
+		rc = fold(t);
+		stripes_settle(t);
+		pthread_rwlock_unlock(&t->fold_lock);
+		if (rc == TALLY_OK)
+			rc = store_sync(t);
+	}
+	pthread_mutex_lock(&t->qlock);
+	t->sync_done = req;
+	t->sync_err = rc;
+	pthread_cond_broadcast(&t->synced);
+	pthread_mutex_unlock(&t->qlock);
+}
+
+static void commit_batch(tally *t, size_t n)
+{
+	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
+	store_batch b = { t->batch, n, !async };
+	int folding = async && stripes_touched(t, t->batch, n);
+	int rc = TALLY_OK;
+
+	tokens_resolve(t, n, eng_now_ms());
+	if (folding) {
+		pthread_rwlock_wrlock(&t->fold_lock);
+		rc = fold(t);
+	}
+	if (rc == TALLY_OK)
+		rc = t->st->vt->apply(t->st, &b);
+	if (folding) {
+		stripes_settle(t);
+		pthread_rwlock_unlock(&t->fold_lock);
+	}
+	if (rc == TALLY_OK)
+		tokens_settle(t, n);
+	atomic_fetch_add(&t->st_batches, 1);
+	if (n > atomic_load(&t->st_batch_max))
+		atomic_store(&t->st_batch_max, n);
+	batch_complete(t, n, rc);
+}
+
+static void *committer_main(void *arg)
+{
+	tally *t = arg;
+	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
+	int stop = 0;
+
+	t->last_flush_ns = eng_now_ns();
+	while (!stop) {
+		size_t n = batch_take(t, &stop);
+
+		if (n > 0)
+			commit_batch(t, n);
+		tokens_purge(t);
+		sync_requests(t, async);
+	}
+	if (async) {
+		pthread_rwlock_wrlock(&t->fold_lock);
+		(void)fold(t);
+		pthread_rwlock_unlock(&t->fold_lock);
+		(void)store_sync(t);
+	}
+	return NULL;
+}
+
+/* ---- open and close ------------------------------------------------------- */
+
+static int options_apply(const tally_options *in, tally_options *o)
+{
+	tally_options z = { 0 };
+
+	if (in == NULL)
+		in = &z;
+	*o = *in;
+	o->flush_interval_ms = DEF(in->flush_interval_ms, 100);
+	o->queue_ops_max = DEF(in->queue_ops_max, 65536);
+	o->batch_ops_max = DEF(in->batch_ops_max, 8192);
+	o->token_retention_ms = DEF(in->token_retention_ms, 600000);
+	o->cache_entries_max = DEF(in->cache_entries_max, 1u << 20);
+	o->block_cache_mb = DEF(in->block_cache_mb, 64);
+	if (o->durability != TALLY_DURABILITY_SYNC &&
+	    o->durability != TALLY_DURABILITY_ASYNC)
+		return TALLY_EINVAL;
+	if (o->flush_interval_ms > 60000 || o->queue_ops_max < 16 ||
+	    o->queue_ops_max > (1u << 24) || o->batch_ops_max > (1u << 20) ||
+	    o->token_retention_ms < 1000 ||
+	    o->token_retention_ms > 604800000u ||
+	    o->cache_entries_max < 1024 || o->cache_entries_max > (1u << 30) ||
+	    o->block_cache_mb > (1u << 20) ||
+	    (o->flags & ~(uint32_t)TALLY_OPEN_NO_CREATE))
+		return TALLY_EINVAL;
+	if (o->batch_ops_max > o->queue_ops_max)
+		o->batch_ops_max = o->queue_ops_max;
+	return TALLY_OK;
+}
+
+static int sync_init(tally *t)
+{
+	if (pthread_mutex_init(&t->qlock, NULL) ||
+	    pthread_cond_init(&t->not_full, NULL) ||
+	    pthread_cond_init(&t->not_empty, NULL) ||
+	    pthread_cond_init(&t->synced, NULL) ||
+	    pthread_rwlock_init(&t->fold_lock, NULL))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
+static int tables_init(tally *t)
+{
+	size_t bmax = t->opt.batch_ops_max;
+
+	t->ring = calloc(t->opt.queue_ops_max, sizeof *t->ring);
+	t->batch = calloc(bmax, sizeof *t->batch);
+	t->batch_src = calloc(bmax, sizeof *t->batch_src);
+	t->batch_tokens = hmap_create(sizeof(size_t));
+	if (!t->ring || !t->batch || !t->batch_src || !t->batch_tokens)
+		return TALLY_ENOMEM;
+	if (schema_init(&t->sch) != TALLY_OK ||
+	    tokens_init(&t->tok, t->opt.token_retention_ms) != TALLY_OK ||
+	    stripes_init(t) != TALLY_OK)
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
+static int state_load(tally *t)
+{
+	store_loader l = { t, schema_load_type, schema_load_ctype, tokens_load };
+	int rc = t->st->vt->load(t->st, &l);
+
+	if (rc == TALLY_OK)
+		tokens_sort(&t->tok);
+	return rc;
+}
+
+static void tally_free(tally *t)
+{
+	if (t->st != NULL)
+		t->st->vt->close(t->st);
+	schema_free(&t->sch);
+	tokens_free(&t->tok);
+	stripes_free(t);
+	hmap_free(t->batch_tokens);
+	free(t->batch_src);
+	free(t->batch);
+	free(t->ring);
+	pthread_rwlock_destroy(&t->fold_lock);
+	pthread_cond_destroy(&t->synced);
+	pthread_cond_destroy(&t->not_empty);
+	pthread_cond_destroy(&t->not_full);
+	pthread_mutex_destroy(&t->qlock);
+	free(t);
+}
+
+int tally_open(const char *path, const tally_options *opts, tally **out)
+{
+	store_options so;
+	tally *t;
+	int rc;
+
+	if (out == NULL)
+		return TALLY_EINVAL;
+	*out = NULL;
+	if (path == NULL || path[0] == '\0')
+		return TALLY_EINVAL;
+	t = calloc(1, sizeof *t);
+	if (t == NULL)
+		return TALLY_ENOMEM;
+	rc = options_apply(opts, &t->opt);
+	if (rc == TALLY_OK)
+		rc = sync_init(t);
+	if (rc != TALLY_OK) {
+		free(t);
+		return rc;
+	}
+	rc = tables_init(t);
+	so = (store_options){ t->opt.cache_entries_max, t->opt.block_cache_mb,
+	                      !(t->opt.flags & TALLY_OPEN_NO_CREATE) };
+	if (rc == TALLY_OK)
+		rc = rocks_open(path, &so, &t->st);
+	if (rc == TALLY_OK)
+		rc = state_load(t);
+	if (rc == TALLY_OK) {
+		if (pthread_create(&t->committer, NULL, committer_main, t))
+			rc = TALLY_ENOMEM;
+		else
+			t->committer_started = 1;
+	}
+	if (rc != TALLY_OK) {
+		tally_free(t);
+		return rc;
+	}
+	*out = t;
+	return TALLY_OK;
+}
+
+void tally_close(tally *t)
+{
+	if (t == NULL)
+		return;
+	pthread_mutex_lock(&t->qlock);
+	t->closing = 1;
+	pthread_cond_broadcast(&t->not_empty);
+	pthread_cond_broadcast(&t->not_full);
+	pthread_mutex_unlock(&t->qlock);
+	if (t->committer_started)
+		pthread_join(t->committer, NULL);
+	tally_free(t);
+}
+
+void tally_closep(tally **tp)
+{
+	if (tp == NULL)
+		return;
+	tally_close(*tp);
+	*tp = NULL;
+}
+
+int tally_sync(tally *t)
+{
+	uint64_t mine;
+	int rc;
+
+	if (t == NULL)
+		return TALLY_EINVAL;
+	if (t->opt.durability == TALLY_DURABILITY_SYNC)
+		return t->failed ? TALLY_EIO : TALLY_OK;
+	pthread_mutex_lock(&t->qlock);
+	if (t->closing) {
+		pthread_mutex_unlock(&t->qlock);
+		return TALLY_ECLOSED;
+	}
+	mine = ++t->sync_req;
+	pthread_cond_signal(&t->not_empty);
+	while (t->sync_done < mine)
+		pthread_cond_wait(&t->synced, &t->qlock);
+	rc = t->sync_err;
+	pthread_mutex_unlock(&t->qlock);
+	return rc;
+}
+
+/* ---- writes -------------------------------------------------------------- */
+
+static int key_check(const void *key, size_t len)
+{
+	if (key == NULL)
+		return TALLY_EINVAL;
+	if (len == 0 || len > TALLY_KEY_MAX)
+		return TALLY_EKEYSIZE;
+	return TALLY_OK;
+}
+
+static int id_check(const void *id, size_t len)
+{
+	if (id != NULL && (len == 0 || len > TALLY_ID_MAX))
+		return TALLY_EKEYSIZE;
+	return TALLY_OK;
+}
+
+static int event_prepare(tally *t, const tally_event *ev, int remove,
+                         store_op *op)
+{
+	uint16_t ktype, ctype;
+	int mode, rc;
+
+	if (ev == NULL || ev->ctype == NULL || ev->ktype == NULL)
+		return TALLY_EINVAL;
+	rc = schema_name_check(ev->ctype);
+	if (rc == TALLY_OK)
+		rc = schema_type(t, ev->ktype, &ktype, &mode);
+	if (rc != TALLY_OK)
+		return rc;
+	if (mode == TALLY_MODE_UNIQUE &&
+	    (ev->member == 0 || ev->delta < 0 || ev->delta > 1))
+		return TALLY_EINVAL;
+	if (ev->delta < 0 || ev->at_ms < 0 || ev->at_ms > TALLY_AT_MS_MAX)
+		return TALLY_EINVAL;
+	rc = schema_ctype_ensure(t, ev->ctype, &ctype);
+	if (rc != TALLY_OK)
+		return rc;
+	*op = (store_op){
+		.kind = STORE_OP_EVENT, .mode = (uint8_t)mode,
+		.remove = (uint8_t)remove,
+		.obj = { ctype, ktype, ev->content },
+		.member = ev->member,
+		.delta = ev->delta ? ev->delta : 1,
+		.at_ms = ev->at_ms ? ev->at_ms : eng_now_ms(),
+	};
+	return TALLY_OK;
+}
+
+/* Turn a public write into a store op (validated, names resolved). */
+static int write_prepare(tally *t, const tally_write *w, store_op *op)
+{
+	int rc;
+
+	if (t == NULL || w == NULL)
+		return TALLY_EINVAL;
+	rc = id_check(w->id, w->id_len);
+	if (rc != TALLY_OK)
+		return rc;
+	switch (w->kind) {
+	case TALLY_W_INCRBY:
+	case TALLY_W_SET:
+	case TALLY_W_DEL:
+		rc = key_check(w->key, w->key_len);
+		if (rc != TALLY_OK)
+			return rc;
+		*op = (store_op){
+			.kind = w->kind == TALLY_W_INCRBY ? STORE_OP_INCRBY :
+			        w->kind == TALLY_W_SET ? STORE_OP_SET :
+			        STORE_OP_DEL,
+			.key = w->key, .key_len = (uint32_t)w->key_len,
+			.value = w->value,
+		};
+		break;
+	case TALLY_W_ADD:
+	case TALLY_W_REMOVE:
+		rc = event_prepare(t, &w->event, w->kind == TALLY_W_REMOVE, op);
+		if (rc != TALLY_OK)
+			return rc;
+		break;
+	default:
+		return TALLY_EINVAL;
+	}
+	if (w->id != NULL && w->kind != TALLY_W_SET && w->kind != TALLY_W_DEL) {
+		op->token = w->id;
+		op->token_len = (uint32_t)w->id_len;
+	}
+	return TALLY_OK;
+}
+
+int tally_write_async(tally *t, const tally_write *w, tally_write_cb cb,
+                      void *arg)
+{
+	store_op op;
+	int rc;
+
+	if (cb == NULL)
+		return TALLY_EINVAL;
+	rc = write_prepare(t, w, &op);
+	return rc == TALLY_OK ? eng_enqueue(t, &op, cb, arg) : rc;
+}
+
+int tally_write_sync(tally *t, const tally_write *w, int64_t *result)
+{
+	store_op op;
+	int rc = write_prepare(t, w, &op);
+
+	return rc == TALLY_OK ? eng_submit_wait(t, &op, result) : rc;
+}
+
+int tally_incrby(tally *t, const void *key, size_t key_len, int64_t delta,
+                 int64_t *out)
+{
+	tally_write w = { .kind = TALLY_W_INCRBY, .key = key,
+	                  .key_len = key_len, .value = delta };
+
+	return tally_write_sync(t, &w, out);
+}
+
+int tally_set(tally *t, const void *key, size_t key_len, int64_t value)
+{
+	tally_write w = { .kind = TALLY_W_SET, .key = key, .key_len = key_len,
+	                  .value = value };
+
+	return tally_write_sync(t, &w, NULL);
+}
+
+int tally_del(tally *t, const void *key, size_t key_len, int *existed)
+{
+	tally_write w = { .kind = TALLY_W_DEL, .key = key, .key_len = key_len };
+	int64_t r = 0;
+	int rc = tally_write_sync(t, &w, &r);
+
+	if (existed != NULL)
+		*existed = rc == TALLY_OK && r != 0;
+	return rc;
+}
+
+static int event_write(tally *t, const tally_event *ev, int kind,
+                       int64_t *count)
+{
+	tally_write w = { .kind = kind };
+
+	if (ev == NULL)
+		return TALLY_EINVAL;
+	w.event = *ev;
+	w.id = ev->id;
+	w.id_len = ev->id_len;
+	return tally_write_sync(t, &w, count);
+}
+
+int tally_add(tally *t, const tally_event *ev, int64_t *count)
+{
+	return event_write(t, ev, TALLY_W_ADD, count);
+}
+
+int tally_remove(tally *t, const tally_event *ev, int64_t *count)
+{
+	return event_write(t, ev, TALLY_W_REMOVE, count);
+}
+
+int tally_counter_add(tally *t, const void *key, size_t key_len,
+                      int64_t delta)
+{
+	int rc;
+
+	if (t == NULL)
+		return TALLY_EINVAL;
+	rc = key_check(key, key_len);
+	if (rc != TALLY_OK)
+		return rc;
+	if (delta > (INT64_C(1) << 32) || delta < -(INT64_C(1) << 32))
+		return TALLY_EINVAL;
+	if (t->opt.durability == TALLY_DURABILITY_ASYNC && !t->failed &&
+	    !t->closing && stripes_add(t, key, key_len, delta)) {
+		atomic_fetch_add(&t->st_striped, 1);
+		return TALLY_OK;
+	}
+	return tally_incrby(t, key, key_len, delta, NULL);
+}
+
+/* ---- stats, backup -------------------------------------------------------- */
+
+int tally_stats_get(tally *t, tally_stats *out)
+{
+	store_stats ss;
+
+	if (t == NULL || out == NULL)
+		return TALLY_EINVAL;
+	t->st->vt->stats(t->st, &ss);
+	*out = (tally_stats){
+		.writes = atomic_load(&t->st_writes),
+		.write_errors = atomic_load(&t->st_write_errors),
+		.token_hits = atomic_load(&t->st_token_hits),
+		.batches = atomic_load(&t->st_batches),
+		.batch_ops_max = atomic_load(&t->st_batch_max),
+		.store_entries = ss.entries,
+		.syncs = ss.syncs,
+		.sync_ns_total = ss.sync_ns,
+		.striped_adds = atomic_load(&t->st_striped),
+		.last_seq = ss.last_seq,
+	};
+	pthread_mutex_lock(&t->qlock);
+	out->queue_depth = t->count;
+	pthread_mutex_unlock(&t->qlock);
+	return TALLY_OK;
+}
+
+int tally_backup(tally *t, const char *dir)
+{
+	int rc;
+
+	if (t == NULL || dir == NULL || dir[0] == '\0')
+		return TALLY_EINVAL;
+	/* Async mode: fold cells and flush first, so the copy holds every
+	 * write acknowledged before the call. */
+	rc = tally_sync(t);
+	return rc == TALLY_OK ? t->st->vt->backup(t->st, dir) : rc;
+}

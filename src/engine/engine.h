@@ -1,0 +1,179 @@
+/* engine.h: the engine's private state, shared by its files: engine.c (queue
+ * and committer), schema.c (counting and content types), tokens.c
+ * (idempotency), stripes.c (striped cells) and query.c (reads). */
+#ifndef TALLY_ENGINE_H
+#define TALLY_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/hmap.h"
+#include "store/store.h"
+#include "tally.h"
+
+/* Bytes of key and token kept inside a queued write; longer ones are
+ * allocated. Most keys and tokens fit. */
+#define ENG_INLINE_MAX 64
+/* Striped cells: stripes, cells per stripe, the most one cell may hold. */
+#define STRIPES 16
+#define STRIPE_CELLS_MAX 256
+#define STRIPE_CELL_ABS_MAX (INT64_C(1) << 48)
+/* A counter takes striped adds only while |value| <= this, so that
+ * STRIPES full cells cannot carry it past the int64 limits. */
+#define STRIPE_VALUE_ABS_MAX (INT64_C(1) << 62)
+/* Most tokens remembered; past it the oldest are forgotten early. */
+#define TOKENS_MAX (16u << 20)
+/* Most expired tokens forgotten per batch, to bound a batch's extra work. */
+#define TOKENS_PURGE_MAX 1024u
+
+/* A queued write: the store op plus what the engine needs to finish it. */
+typedef struct eng_op {
+	store_op op;
+	tally_write_cb cb;
+	void *arg;
+	uint8_t *heap;               /* key + token when they do not fit */
+	uint8_t buf[ENG_INLINE_MAX]; /* key, then token */
+} eng_op;
+
+/* A counting type known to the engine. */
+typedef struct eng_type {
+	char name[TALLY_NAME_MAX + 1];
+	uint16_t id;
+	uint8_t mode;
+} eng_type;
+
+typedef struct schema {
+	pthread_rwlock_t lock;       /* guards the tables below */
+	pthread_mutex_t reg;         /* one registration at a time */
+	hmap *types;                 /* name -> uint16 index into type_list */
+	eng_type type_list[TALLY_TYPES_MAX];
+	size_t type_count;
+	uint16_t type_next_id;
+	hmap *ctypes;                /* name -> uint16 id */
+	char (*ctype_names)[TALLY_NAME_MAX + 1]; /* id -> name */
+	uint32_t ctype_next_id;
+} schema;
+
+/* Remembered idempotency tokens (committer-only after open). */
+typedef struct tokens {
+	hmap *map;                   /* token -> tok_val */
+	uint8_t **fifo;              /* oldest first: len byte + token */
+	size_t fifo_head, fifo_len, fifo_cap;
+	uint32_t retention_ms;
+} tokens;
+
+typedef struct tok_val {
+	int64_t result;
+	int64_t expiry_ms;
+} tok_val;
+
+typedef struct stripe {
+	pthread_mutex_t lock;
+	hmap *cells;                 /* key -> stripe_cell */
+} stripe;
+
+typedef struct stripe_cell {
+	int64_t delta;
+	uint8_t safe;                /* committer says fast adds may land */
+	uint8_t idle;                /* folds without an add */
+} stripe_cell;
+
+struct tally {
+	store *st;
+	tally_options opt;           /* with defaults applied */
+	schema sch;
+	tokens tok;
+
+	/* The queue: a ring of queue_ops_max slots. [head, head + busy) are
+	 * being committed, [head + busy, head + count) wait. */
+	pthread_mutex_t qlock;
+	pthread_cond_t not_full;
+	pthread_cond_t not_empty;
+	pthread_cond_t synced;
+	eng_op *ring;
+	size_t head, count, busy;
+	int closing;
+	int failed;                  /* store failed: refuse writes */
+	uint64_t sync_req, sync_done;
+	int sync_err;
+
+	pthread_t committer;
+	int committer_started;
+	store_op *batch;             /* committer: ops of the batch */
+	eng_op **batch_src;          /* committer: their queue slots */
+	hmap *batch_tokens;          /* committer: token -> index in batch */
+	uint64_t last_flush_ns;
+	uint64_t last_purge_ns;
+
+	/* Striped cells (async durability). */
+	stripe stripes[STRIPES];
+	pthread_rwlock_t fold_lock;  /* readers of cells vs. the fold */
+	hmap *striped;               /* committer: keys with safe cells */
+	store_op *fold_ops;
+	size_t fold_cap;
+
+	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
+	_Atomic uint64_t st_batches, st_batch_max, st_striped;
+	_Atomic uint64_t st_fold_overflow;
+};
+
+/* engine.c */
+int64_t eng_now_ms(void);
+uint64_t eng_now_ns(void);
+/* Queue one prepared store op (copied, key and token included). */
+int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg);
+/* Queue and wait. */
+int eng_submit_wait(tally *t, const store_op *op, int64_t *result);
+
+/* schema.c */
+int schema_init(schema *s);
+void schema_free(schema *s);
+extern const store_loader schema_loader_proto;
+int schema_load_type(void *arg, const char *name, size_t len, uint16_t id,
+                     int mode);
+int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id);
+/* Look a counting type up; TALLY_ENOTYPE if unknown. */
+int schema_type(tally *t, const char *name, uint16_t *id, int *mode);
+/* Look a content type up: TALLY_ENOTFOUND if it was never written. */
+int schema_ctype(tally *t, const char *name, uint16_t *id);
+/* Look up or register (queueing its persistence first). */
+int schema_ctype_ensure(tally *t, const char *name, uint16_t *id);
+/* Name of a content type id, copied into out (TALLY_NAME_MAX + 1). */
+void schema_ctype_name(tally *t, uint16_t id, char *out);
+int schema_type_add(tally *t, const char *name, int mode);
+int schema_types(tally *t, tally_type_info *out, size_t cap, size_t *n);
+/* Validate a name's length and characters. */
+int schema_name_check(const char *name);
+
+/* tokens.c */
+int tokens_init(tokens *k, uint32_t retention_ms);
+void tokens_free(tokens *k);
+int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
+                int64_t expiry_ms);
+/* After load: order by expiry. */
+void tokens_sort(tokens *k);
+const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,
+                           int64_t now_ms);
+void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
+                     int64_t result, int64_t expiry_ms);
+/* Pop up to max expired tokens; each is handed to fn (which must copy it)
+ * before it is freed. */
+size_t tokens_expire(tokens *k, int64_t now_ms, size_t max,
+                     void (*fn)(void *arg, const uint8_t *tok, size_t len),
+                     void *arg);
+
+/* stripes.c */
+int stripes_init(tally *t);
+void stripes_free(tally *t);
+/* Fast path: 1 if the add landed in a cell, 0 if it must take the queue. */
+int stripes_add(tally *t, const void *key, size_t len, int64_t delta);
+/* Sum of the cells of key (caller holds fold_lock for reading). */
+int64_t stripes_sum(tally *t, const void *key, size_t len);
+/* Committer: whether any counter op of the batch touches a striped key. */
+int stripes_touched(tally *t, const store_op *ops, size_t n);
+/* Committer: drain every cell into INCRBY ops (fold_ops); returns count. */
+int stripes_drain(tally *t, size_t *n);
+/* Committer, after the batch: recompute which cells are safe. */
+void stripes_settle(tally *t);
+
+#endif

@@ -1,0 +1,250 @@
+/* query.c: the read side of the public API. Reads run on the caller's
+ * thread against the store; names resolve through the schema. A read after
+ * an acknowledged write sees it: the store applied the write before the
+ * acknowledgement, and striped cells are summed in under the fold lock. */
+#include <assert.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+/* Resolve an object's names. *absent is set when the content type was
+ * never written: such an object has no events. */
+static int obj_resolve(tally *t, const char *ctype, const char *ktype,
+                       uint64_t content, key_obj *o, int *mode, int *absent)
+{
+	int rc;
+
+	if (t == NULL || ctype == NULL || ktype == NULL)
+		return TALLY_EINVAL;
+	rc = schema_type(t, ktype, &o->ktype, mode);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = schema_ctype(t, ctype, &o->ctype);
+	*absent = rc == TALLY_ENOTFOUND;
+	o->content = content;
+	return *absent ? TALLY_OK : rc;
+}
+
+static int key_check(const void *key, size_t len)
+{
+	if (key == NULL)
+		return TALLY_EINVAL;
+	return len == 0 || len > TALLY_KEY_MAX ? TALLY_EKEYSIZE : TALLY_OK;
+}
+
+static int get_one(tally *t, const void *key, size_t len, int64_t *out)
+{
+	int rc;
+
+	if (t->opt.durability != TALLY_DURABILITY_ASYNC)
+		return t->st->vt->get(t->st, key, len, out);
+	pthread_rwlock_rdlock(&t->fold_lock);
+	rc = t->st->vt->get(t->st, key, len, out);
+	if (rc == TALLY_OK || rc == TALLY_ENOTFOUND) {
+		int64_t cells = stripes_sum(t, key, len);
+
+		/* Adds folded nowhere yet still make the counter exist. */
+		if (cells != 0 || rc == TALLY_OK) {
+			*out += cells;
+			rc = TALLY_OK;
+		}
+	}
+	pthread_rwlock_unlock(&t->fold_lock);
+	return rc;
+}
+
+int tally_get(tally *t, const void *key, size_t key_len, int64_t *out)
+{
+	int rc;
+
+	if (t == NULL || out == NULL)
+		return TALLY_EINVAL;
+	*out = 0;
+	rc = key_check(key, key_len);
+	return rc == TALLY_OK ? get_one(t, key, key_len, out) : rc;
+}
+
+int tally_mget(tally *t, const void *const *keys, const size_t *lens,
+               size_t n, int64_t *values, int *found)
+{
+	if (t == NULL || keys == NULL || lens == NULL || values == NULL ||
+	    n == 0 || n > TALLY_MULTI_MAX)
+		return TALLY_EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int rc = key_check(keys[i], lens[i]);
+
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc = get_one(t, keys[i], lens[i], &values[i]);
+
+		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
+			return rc;
+		if (rc == TALLY_ENOTFOUND)
+			values[i] = 0;
+		if (found != NULL)
+			found[i] = rc == TALLY_OK;
+	}
+	return TALLY_OK;
+}
+
+int tally_count(tally *t, const char *ctype, const char *ktype,
+                uint64_t content, int64_t *out)
+{
+	key_obj o;
+	int mode, absent, rc;
+
+	if (out == NULL)
+		return TALLY_EINVAL;
+	*out = 0;
+	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
+	if (rc != TALLY_OK || absent)
+		return rc;
+	return t->st->vt->total(t->st, &o, out);
+}
+
+int tally_count_at(tally *t, const char *ctype, const char *ktype,
+                   uint64_t content, int64_t at_ms, int64_t *out)
+{
+	key_obj o;
+	int mode, absent, rc;
+
+	if (out == NULL || at_ms < 1 || at_ms > TALLY_AT_MS_MAX)
+		return TALLY_EINVAL;
+	*out = 0;
+	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
+	if (rc != TALLY_OK || absent)
+		return rc;
+	return t->st->vt->total_at(t->st, &o, at_ms, out);
+}
+
+int tally_mcount(tally *t, const char *ctype, const char *ktype,
+                 const uint64_t *contents, size_t n, int64_t *out)
+{
+	key_obj objs[256];
+	key_obj o;
+	int mode, absent, rc;
+
+	if (contents == NULL || out == NULL || n == 0 || n > TALLY_MULTI_MAX)
+		return TALLY_EINVAL;
+	rc = obj_resolve(t, ctype, ktype, 0, &o, &mode, &absent);
+	if (rc != TALLY_OK)
+		return rc;
+	if (absent) {
+		memset(out, 0, n * sizeof *out);
+		return TALLY_OK;
+	}
+	for (size_t i = 0; i < n; i += 256) {
+		size_t k = n - i < 256 ? n - i : 256;
+
+		for (size_t j = 0; j < k; j++)
+			objs[j] = (key_obj){ o.ctype, o.ktype, contents[i + j] };
+		rc = t->st->vt->mtotal(t->st, objs, k, out + i);
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	return TALLY_OK;
+}
+
+int tally_counts(tally *t, const char *ctype, uint64_t content,
+                 tally_type_count *out, size_t cap, size_t *n)
+{
+	tally_type_info types[TALLY_TYPES_MAX];
+	key_obj objs[TALLY_TYPES_MAX];
+	int64_t counts[TALLY_TYPES_MAX];
+	uint16_t cid;
+	size_t nt;
+	int rc;
+
+	if (t == NULL || ctype == NULL || n == NULL || (out == NULL && cap))
+		return TALLY_EINVAL;
+	rc = schema_ctype(t, ctype, &cid);
+	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
+		return rc;
+	schema_types(t, types, TALLY_TYPES_MAX, &nt);
+	assert(nt <= TALLY_TYPES_MAX);
+	memset(counts, 0, sizeof counts);
+	if (rc == TALLY_OK) {
+		for (size_t i = 0; i < nt; i++)
+			objs[i] = (key_obj){ cid, types[i].id, content };
+		rc = t->st->vt->mtotal(t->st, objs, nt, counts);
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	*n = nt;
+	for (size_t i = 0; i < nt && i < cap; i++) {
+		memcpy(out[i].ktype, types[i].name, sizeof out[i].ktype);
+		out[i].mode = types[i].mode;
+		out[i].count = counts[i];
+	}
+	return TALLY_OK;
+}
+
+int tally_recent(tally *t, const char *ctype, const char *ktype,
+                 uint64_t content, size_t limit, uint64_t before,
+                 tally_entry *out, size_t *n)
+{
+	key_obj o;
+	int mode, absent, rc;
+
+	if (out == NULL || n == NULL || limit == 0 || limit > TALLY_PAGE_MAX)
+		return TALLY_EINVAL;
+	*n = 0;
+	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
+	if (rc != TALLY_OK || absent)
+		return rc;
+	return t->st->vt->recent(t->st, &o, limit, before, out, n);
+}
+
+int tally_has(tally *t, const char *ctype, const char *ktype,
+              uint64_t content, uint64_t member, int64_t *at_ms)
+{
+	key_obj o;
+	int mode, absent, rc;
+
+	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
+	if (rc != TALLY_OK)
+		return rc;
+	if (mode != TALLY_MODE_UNIQUE)
+		return TALLY_EMODE;
+	if (member == 0)
+		return TALLY_EINVAL;
+	if (absent)
+		return TALLY_ENOTFOUND;
+	return t->st->vt->has(t->st, &o, member, at_ms);
+}
+
+int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
+                  uint64_t before, tally_history_entry *out, size_t *n)
+{
+	uint16_t ids[TALLY_PAGE_MAX];
+	uint16_t kid;
+	int mode, rc;
+
+	if (t == NULL || out == NULL || n == NULL || member == 0 ||
+	    limit == 0 || limit > TALLY_PAGE_MAX)
+		return TALLY_EINVAL;
+	*n = 0;
+	rc = schema_type(t, ktype, &kid, &mode);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->history(t->st, member, kid, limit, before, out, ids, n);
+	for (size_t i = 0; rc == TALLY_OK && i < *n; i++)
+		schema_ctype_name(t, ids[i], out[i].ctype);
+	return rc;
+}
+
+int tally_type_add(tally *t, const char *name, int mode)
+{
+	if (t == NULL)
+		return TALLY_EINVAL;
+	return schema_type_add(t, name, mode);
+}
+
+int tally_types(tally *t, tally_type_info *out, size_t cap, size_t *n)
+{
+	if (t == NULL || n == NULL || (out == NULL && cap > 0))
+		return TALLY_EINVAL;
+	return schema_types(t, out, cap, n);
+}

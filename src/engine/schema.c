@@ -1,0 +1,269 @@
+/* schema.c: counting types (built-in and added, with their modes) and
+ * content types (registered on first write), by name and by id. Readers on
+ * any thread look names up under a read lock; registrations are serialised
+ * and persisted through the write queue before they are published. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/keys.h"
+#include "engine/engine.h"
+
+/* Ids of added types start here, leaving room for future built-ins. */
+#define TYPE_FIRST_USER_ID 256
+
+static const struct { const char *name; uint8_t mode; } builtins[] = {
+	{ "like", TALLY_MODE_UNIQUE },    { "favorite", TALLY_MODE_UNIQUE },
+	{ "praise", TALLY_MODE_UNIQUE },  { "down", TALLY_MODE_UNIQUE },
+	{ "report", TALLY_MODE_UNIQUE },  { "view", TALLY_MODE_TOTAL },
+	{ "read", TALLY_MODE_TOTAL },     { "comment", TALLY_MODE_TOTAL },
+	{ "forward", TALLY_MODE_TOTAL },  { "share", TALLY_MODE_TOTAL },
+	{ "buy", TALLY_MODE_TOTAL },      { "sale", TALLY_MODE_TOTAL },
+	{ "taste", TALLY_MODE_TOTAL },
+};
+
+int schema_name_check(const char *name)
+{
+	size_t len;
+
+	if (name == NULL)
+		return TALLY_EINVAL;
+	len = strnlen(name, TALLY_NAME_MAX + 1);
+	if (len == 0 || len > TALLY_NAME_MAX)
+		return TALLY_EKEYSIZE;
+	return name_valid(name, len) ? TALLY_OK : TALLY_EINVAL;
+}
+
+/* Insert a type; caller holds the write lock (or is the opener). */
+static int type_insert(schema *s, const char *name, size_t len, uint16_t id,
+                       uint8_t mode)
+{
+	size_t *idx;
+	int inserted;
+
+	if (s->type_count == TALLY_TYPES_MAX)
+		return TALLY_ELIMIT;
+	idx = hmap_put(s->types, name, len, &inserted);
+	if (idx == NULL)
+		return TALLY_ENOMEM;
+	if (!inserted)
+		return TALLY_ECORRUPT;
+	*idx = s->type_count;
+	eng_type *ty = &s->type_list[s->type_count++];
+	memcpy(ty->name, name, len);
+	ty->name[len] = '\0';
+	ty->id = id;
+	ty->mode = mode;
+	if (id >= s->type_next_id)
+		s->type_next_id = (uint16_t)(id + 1);
+	return TALLY_OK;
+}
+
+static int ctype_insert(schema *s, const char *name, size_t len, uint16_t id)
+{
+	uint16_t *slot;
+	int inserted;
+
+	if (id == 0)
+		return TALLY_ECORRUPT;
+	if (id >= s->ctype_next_id) {
+		void *p = realloc(s->ctype_names,
+		                  ((size_t)id + 1) * sizeof *s->ctype_names);
+		if (p == NULL)
+			return TALLY_ENOMEM;
+		s->ctype_names = p;
+		for (uint32_t i = s->ctype_next_id; i <= id; i++)
+			s->ctype_names[i][0] = '\0';
+		s->ctype_next_id = (uint32_t)id + 1;
+	}
+	slot = hmap_put(s->ctypes, name, len, &inserted);
+	if (slot == NULL)
+		return TALLY_ENOMEM;
+	*slot = id;
+	memcpy(s->ctype_names[id], name, len);
+	s->ctype_names[id][len] = '\0';
+	return TALLY_OK;
+}
+
+int schema_init(schema *s)
+{
+	memset(s, 0, sizeof *s);
+	if (pthread_rwlock_init(&s->lock, NULL) ||
+	    pthread_mutex_init(&s->reg, NULL))
+		return TALLY_ENOMEM;
+	s->types = hmap_create(sizeof(size_t));
+	s->ctypes = hmap_create(sizeof(uint16_t));
+	s->ctype_next_id = 1;
+	if (s->types == NULL || s->ctypes == NULL)
+		return TALLY_ENOMEM;
+	for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
+		int rc = type_insert(s, builtins[i].name,
+		                     strlen(builtins[i].name), (uint16_t)(i + 1),
+		                     builtins[i].mode);
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	s->type_next_id = TYPE_FIRST_USER_ID;
+	return TALLY_OK;
+}
+
+void schema_free(schema *s)
+{
+	hmap_free(s->types);
+	hmap_free(s->ctypes);
+	free(s->ctype_names);
+	s->types = s->ctypes = NULL;
+	s->ctype_names = NULL;
+	pthread_rwlock_destroy(&s->lock);
+	pthread_mutex_destroy(&s->reg);
+}
+
+int schema_load_type(void *arg, const char *name, size_t len, uint16_t id,
+                     int mode)
+{
+	tally *t = arg;
+
+	if (len > TALLY_NAME_MAX || !name_valid(name, len) ||
+	    (mode != TALLY_MODE_UNIQUE && mode != TALLY_MODE_TOTAL) ||
+	    id < TYPE_FIRST_USER_ID)
+		return -1;
+	return type_insert(&t->sch, name, len, id, (uint8_t)mode) ? -1 : 0;
+}
+
+int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id)
+{
+	tally *t = arg;
+
+	if (len > TALLY_NAME_MAX || !name_valid(name, len))
+		return -1;
+	return ctype_insert(&t->sch, name, len, id) ? -1 : 0;
+}
+
+int schema_type(tally *t, const char *name, uint16_t *id, int *mode)
+{
+	int rc = schema_name_check(name);
+	const size_t *idx;
+
+	if (rc != TALLY_OK)
+		return rc == TALLY_EINVAL && name != NULL ? TALLY_ENOTYPE : rc;
+	pthread_rwlock_rdlock(&t->sch.lock);
+	idx = hmap_get(t->sch.types, name, strlen(name));
+	if (idx != NULL) {
+		*id = t->sch.type_list[*idx].id;
+		*mode = t->sch.type_list[*idx].mode;
+	}
+	pthread_rwlock_unlock(&t->sch.lock);
+	return idx != NULL ? TALLY_OK : TALLY_ENOTYPE;
+}
+
+int schema_ctype(tally *t, const char *name, uint16_t *id)
+{
+	const uint16_t *slot;
+	int rc = schema_name_check(name);
+
+	if (rc != TALLY_OK)
+		return rc;
+	pthread_rwlock_rdlock(&t->sch.lock);
+	slot = hmap_get(t->sch.ctypes, name, strlen(name));
+	if (slot != NULL)
+		*id = *slot;
+	pthread_rwlock_unlock(&t->sch.lock);
+	return slot != NULL ? TALLY_OK : TALLY_ENOTFOUND;
+}
+
+static void ctype_persisted(void *arg, int err, int64_t result)
+{
+	/* Nothing to do: a failure here fails the store, and with it every
+	 * write that names the content type. */
+	(void)arg, (void)err, (void)result;
+}
+
+int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
+{
+	schema *s = &t->sch;
+	size_t len;
+	int rc = schema_ctype(t, name, id);
+
+	if (rc != TALLY_ENOTFOUND)
+		return rc;
+	len = strlen(name);
+	pthread_mutex_lock(&s->reg);
+	rc = schema_ctype(t, name, id);
+	if (rc == TALLY_ENOTFOUND) {
+		uint32_t next = s->ctype_next_id;
+		store_op op = { .kind = STORE_OP_CTYPE, .key = (const uint8_t *)name,
+		                .key_len = (uint32_t)len,
+		                .obj = { .ctype = (uint16_t)next } };
+
+		rc = next > TALLY_CTYPES_MAX ? TALLY_ELIMIT :
+		     eng_enqueue(t, &op, ctype_persisted, NULL);
+		if (rc == TALLY_OK) {
+			pthread_rwlock_wrlock(&s->lock);
+			rc = ctype_insert(s, name, len, (uint16_t)next);
+			pthread_rwlock_unlock(&s->lock);
+			*id = (uint16_t)next;
+		}
+	}
+	pthread_mutex_unlock(&s->reg);
+	return rc;
+}
+
+void schema_ctype_name(tally *t, uint16_t id, char *out)
+{
+	pthread_rwlock_rdlock(&t->sch.lock);
+	if (id < t->sch.ctype_next_id)
+		memcpy(out, t->sch.ctype_names[id], TALLY_NAME_MAX + 1);
+	else
+		out[0] = '\0';
+	pthread_rwlock_unlock(&t->sch.lock);
+}
+
+int schema_type_add(tally *t, const char *name, int mode)
+{
+	schema *s = &t->sch;
+	uint16_t id;
+	int cur, rc = schema_name_check(name);
+
+	if (rc != TALLY_OK)
+		return rc;
+	if (mode != TALLY_MODE_UNIQUE && mode != TALLY_MODE_TOTAL)
+		return TALLY_EINVAL;
+	pthread_mutex_lock(&s->reg);
+	rc = schema_type(t, name, &id, &cur);
+	if (rc == TALLY_OK) {
+		rc = cur == mode ? TALLY_OK : TALLY_ETYPEEXISTS;
+	} else if (s->type_count == TALLY_TYPES_MAX ||
+	           s->type_next_id == UINT16_MAX) {
+		rc = TALLY_ELIMIT;
+	} else {
+		store_op op = { .kind = STORE_OP_TYPE, .mode = (uint8_t)mode,
+		                .key = (const uint8_t *)name,
+		                .key_len = (uint32_t)strlen(name),
+		                .obj = { .ktype = s->type_next_id } };
+
+		rc = eng_submit_wait(t, &op, NULL);
+		if (rc == TALLY_OK) {
+			pthread_rwlock_wrlock(&s->lock);
+			rc = type_insert(s, name, op.key_len, op.obj.ktype,
+			                 (uint8_t)mode);
+			pthread_rwlock_unlock(&s->lock);
+		}
+	}
+	pthread_mutex_unlock(&s->reg);
+	return rc;
+}
+
+int schema_types(tally *t, tally_type_info *out, size_t cap, size_t *n)
+{
+	pthread_rwlock_rdlock(&t->sch.lock);
+	*n = t->sch.type_count;
+	for (size_t i = 0; i < cap && i < t->sch.type_count; i++) {
+		const eng_type *ty = &t->sch.type_list[i];
+
+		memcpy(out[i].name, ty->name, sizeof out[i].name);
+		out[i].mode = ty->mode;
+		out[i].id = ty->id;
+	}
+	pthread_rwlock_unlock(&t->sch.lock);
+	return TALLY_OK;
+}

@@ -1,0 +1,187 @@
+/* stripes.c: striped cells for hot named counters in async mode, in the
+ * manner of Linux's percpu_counter: an add lands in the calling thread's
+ * stripe (a small locked map), and the committer folds every stripe into
+ * the store at each flush. A read sums the store and the stripes under the
+ * fold lock, so it is exact.
+ *
+ * Overflow stays an error without a read per add: a cell takes adds only
+ * while the committer has marked it safe (the counter's value within
+ * STRIPE_VALUE_ABS_MAX) and while its own sum stays within
+ * STRIPE_CELL_ABS_MAX; everything else takes the exact queue path. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+int stripes_init(tally *t)
+{
+	for (int i = 0; i < STRIPES; i++) {
+		if (pthread_mutex_init(&t->stripes[i].lock, NULL))
+			return TALLY_ENOMEM;
+		t->stripes[i].cells = hmap_create(sizeof(stripe_cell));
+		if (t->stripes[i].cells == NULL)
+			return TALLY_ENOMEM;
+	}
+	t->striped = hmap_create(1);
+	t->fold_cap = (size_t)STRIPES * STRIPE_CELLS_MAX;
+	t->fold_ops = calloc(t->fold_cap, sizeof *t->fold_ops);
+	return t->striped && t->fold_ops ? TALLY_OK : TALLY_ENOMEM;
+}
+
+void stripes_free(tally *t)
+{
+	for (int i = 0; i < STRIPES; i++) {
+		if (t->stripes[i].cells == NULL)
+			continue;
+		hmap_free(t->stripes[i].cells);
+		t->stripes[i].cells = NULL;
+		pthread_mutex_destroy(&t->stripes[i].lock);
+	}
+	hmap_free(t->striped);
+	t->striped = NULL;
+	free(t->fold_ops);
+	t->fold_ops = NULL;
+}
+
+/* The calling thread's stripe: threads spread by their id, so a thread
+ * keeps to one stripe and rarely meets another there. */
+static stripe *stripe_of(tally *t)
+{
+	pthread_t self = pthread_self();
+	uint64_t h = hash_bytes(&self, sizeof self);
+
+	return &t->stripes[h % STRIPES];
+}
+
+static int64_t abs64(int64_t v)
+{
+	assert(v != INT64_MIN);
+	return v < 0 ? -v : v;
+}
+
+int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
+{
+	stripe *s = stripe_of(t);
+	stripe_cell *c;
+	int landed = 0;
+
+	assert(abs64(delta) <= (INT64_C(1) << 32));
+	pthread_mutex_lock(&s->lock);
+	c = hmap_get(s->cells, key, len);
+	if (c != NULL && c->safe &&
+	    abs64(c->delta + delta) <= STRIPE_CELL_ABS_MAX) {
+		c->delta += delta;
+		c->idle = 0;
+		landed = 1;
+	} else if (c == NULL && hmap_count(s->cells) < STRIPE_CELLS_MAX) {
+		/* A candidate: the committer marks it safe at the next fold;
+		 * until then this key takes the queue. */
+		(void)hmap_put(s->cells, key, len, NULL);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return landed;
+}
+
+int64_t stripes_sum(tally *t, const void *key, size_t len)
+{
+	int64_t sum = 0;
+
+	for (int i = 0; i < STRIPES; i++) {
+		stripe *s = &t->stripes[i];
+		const stripe_cell *c;
+
+		pthread_mutex_lock(&s->lock);
+		c = hmap_get(s->cells, key, len);
+		if (c != NULL)
+			sum += c->delta;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return sum;
+}
+
+int stripes_touched(tally *t, const store_op *ops, size_t n)
+{
+	if (hmap_count(t->striped) == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const store_op *op = &ops[i];
+
+		if ((op->kind == STORE_OP_INCRBY || op->kind == STORE_OP_SET ||
+		     op->kind == STORE_OP_DEL) &&
+		    hmap_get(t->striped, op->key, op->key_len) != NULL)
+			return 1;
+	}
+	return 0;
+}
+
+int stripes_drain(tally *t, size_t *n)
+{
+	*n = 0;
+	for (int i = 0; i < STRIPES; i++) {
+		stripe *s = &t->stripes[i];
+		size_t pos = 0, len;
+		const void *key;
+		void *val;
+
+		pthread_mutex_lock(&s->lock);
+		while (hmap_next(s->cells, &pos, &key, &len, &val)) {
+			stripe_cell *c = val;
+			uint8_t *copy;
+
+			if (c->delta == 0)
+				continue;
+			assert(*n < t->fold_cap);
+			copy = malloc(len);
+			if (copy == NULL) {
+				pthread_mutex_unlock(&s->lock);
+				return TALLY_ENOMEM;
+			}
+			memcpy(copy, key, len);
+			t->fold_ops[(*n)++] = (store_op){
+				.kind = STORE_OP_INCRBY, .key = copy,
+				.key_len = (uint32_t)len, .value = c->delta };
+			c->delta = 0;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	return TALLY_OK;
+}
+
+/* Whether the counter's stored value leaves room for STRIPES full cells. */
+static int value_safe(tally *t, const void *key, size_t len)
+{
+	int64_t v = 0;
+	int rc = t->st->vt->get(t->st, key, len, &v);
+
+	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
+		return 0;
+	return v != INT64_MIN && abs64(v) <= STRIPE_VALUE_ABS_MAX;
+}
+
+void stripes_settle(tally *t)
+{
+	hmap_clear(t->striped);
+	for (int i = 0; i < STRIPES; i++) {
+		stripe *s = &t->stripes[i];
+		size_t pos = 0, len;
+		const void *key;
+		void *val;
+
+		pthread_mutex_lock(&s->lock);
+		while (hmap_next(s->cells, &pos, &key, &len, &val)) {
+			stripe_cell *c = val;
+
+			/* Cells idle for long are dropped to bound memory. */
+			if (c->delta == 0 && ++c->idle > 50) {
+				hmap_del(s->cells, key, len);
+				continue;
+			}
+			c->safe = (uint8_t)value_safe(t, key, len);
+			/* Every cell counts as striped, safe or not: one may
+			 * still hold adds that queued writes must see. */
+			(void)hmap_put(t->striped, key, len, NULL);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}

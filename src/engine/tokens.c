@@ -1,0 +1,156 @@
+/* tokens.c: idempotency tokens remembered for the retention window. The
+ * committer owns the table: a hash for lookups and a FIFO (oldest first)
+ * so that expiry costs O(expired). Persistence is the store's, in the same
+ * batch as the write a token guards. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+int tokens_init(tokens *k, uint32_t retention_ms)
+{
+	memset(k, 0, sizeof *k);
+	k->retention_ms = retention_ms;
+	k->map = hmap_create(sizeof(tok_val));
+	return k->map ? TALLY_OK : TALLY_ENOMEM;
+}
+
+void tokens_free(tokens *k)
+{
+	for (size_t i = 0; i < k->fifo_len; i++)
+		free(k->fifo[(k->fifo_head + i) % k->fifo_cap]);
+	free(k->fifo);
+	hmap_free(k->map);
+	memset(k, 0, sizeof *k);
+}
+
+static int fifo_push(tokens *k, const uint8_t *tok, size_t len)
+{
+	uint8_t *e;
+
+	assert(len > 0 && len <= TALLY_ID_MAX);
+	if (k->fifo_len == k->fifo_cap) {
+		size_t cap = k->fifo_cap ? k->fifo_cap * 2 : 1024;
+		uint8_t **f = malloc(cap * sizeof *f);
+
+		if (f == NULL)
+			return TALLY_ENOMEM;
+		for (size_t i = 0; i < k->fifo_len; i++)
+			f[i] = k->fifo[(k->fifo_head + i) % k->fifo_cap];
+		free(k->fifo);
+		k->fifo = f;
+		k->fifo_cap = cap;
+		k->fifo_head = 0;
+	}
+	e = malloc(len + 1);
+	if (e == NULL)
+		return TALLY_ENOMEM;
+	e[0] = (uint8_t)len;
+	memcpy(e + 1, tok, len);
+	k->fifo[(k->fifo_head + k->fifo_len++) % k->fifo_cap] = e;
+	return TALLY_OK;
+}
+
+void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
+                     int64_t result, int64_t expiry_ms)
+{
+	int inserted;
+	tok_val *v;
+
+	/* Past TOKENS_MAX the oldest go early, to bound memory. */
+	if (hmap_count(k->map) >= TOKENS_MAX && k->fifo_len > 0) {
+		uint8_t *old = k->fifo[k->fifo_head];
+
+		hmap_del(k->map, old + 1, old[0]);
+		free(old);
+		k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
+		k->fifo_len--;
+	}
+	v = hmap_put(k->map, tok, len, &inserted);
+	if (v == NULL)
+		return; /* out of memory: the persisted copy still answers
+		           after a reopen */
+	v->result = result;
+	v->expiry_ms = expiry_ms;
+	if (inserted && fifo_push(k, tok, len) != TALLY_OK)
+		hmap_del(k->map, tok, len);
+}
+
+int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
+                int64_t expiry_ms)
+{
+	tally *t = arg;
+
+	if (len == 0 || len > TALLY_ID_MAX)
+		return -1;
+	if (expiry_ms > eng_now_ms())
+		tokens_remember(&t->tok, tok, len, result, expiry_ms);
+	return 0;
+}
+
+typedef struct tok_order {
+	int64_t expiry_ms;
+	uint8_t *entry;
+} tok_order;
+
+static int by_expiry(const void *a, const void *b)
+{
+	const tok_order *x = a, *y = b;
+
+	return (x->expiry_ms > y->expiry_ms) - (x->expiry_ms < y->expiry_ms);
+}
+
+/* Tokens load in key order; make the FIFO oldest-first. */
+void tokens_sort(tokens *k)
+{
+	tok_order *o;
+
+	if (k->fifo_len == 0)
+		return;
+	o = malloc(k->fifo_len * sizeof *o);
+	if (o == NULL)
+		return; /* unsorted only delays expiry */
+	for (size_t i = 0; i < k->fifo_len; i++) {
+		uint8_t *e = k->fifo[(k->fifo_head + i) % k->fifo_cap];
+		const tok_val *v = hmap_get(k->map, e + 1, e[0]);
+
+		assert(v != NULL);
+		o[i] = (tok_order){ v->expiry_ms, e };
+	}
+	qsort(o, k->fifo_len, sizeof *o, by_expiry);
+	for (size_t i = 0; i < k->fifo_len; i++)
+		k->fifo[i] = o[i].entry;
+	k->fifo_head = 0;
+	free(o);
+}
+
+const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,
+                           int64_t now_ms)
+{
+	const tok_val *v = hmap_get(k->map, tok, len);
+
+	return v != NULL && v->expiry_ms > now_ms ? v : NULL;
+}
+
+size_t tokens_expire(tokens *k, int64_t now_ms, size_t max,
+                     void (*fn)(void *arg, const uint8_t *tok, size_t len),
+                     void *arg)
+{
+	size_t n = 0;
+
+	while (n < max && k->fifo_len > 0) {
+		uint8_t *e = k->fifo[k->fifo_head];
+		const tok_val *v = hmap_get(k->map, e + 1, e[0]);
+
+		if (v != NULL && v->expiry_ms > now_ms)
+			break;
+		fn(arg, e + 1, e[0]);
+		hmap_del(k->map, e + 1, e[0]);
+		free(e);
+		k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
+		k->fifo_len--;
+		n++;
+	}
+	return n;
+}

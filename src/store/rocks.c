@@ -1,0 +1,444 @@
+/* rocks.c: the embedded RocksDB store: opening the column families with
+ * their options (merge operator, bloom filters, compression), loading the
+ * schema and tokens, backups and closing. The write path is rocks_apply.c,
+ * the queries rocks_read.c. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/varint.h"
+#include "store/rocks_int.h"
+
+static const char *const cf_names[CF_COUNT] = {
+	"default", "named", "totals", "members", "log", "by_member",
+};
+
+uint64_t rocks_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Map a RocksDB error string to a code and free it. A lock held by another
+ * handle or process is the one error users can act on, so it has a code. */
+int rocks_err(char *err)
+{
+	int rc = TALLY_EIO;
+
+	assert(err != NULL);
+	if (strstr(err, "lock") || strstr(err, "LOCK"))
+		rc = TALLY_EBUSY;
+	else if (strstr(err, "Corruption"))
+		rc = TALLY_ECORRUPT;
+	rocksdb_free(err);
+	return rc;
+}
+
+/* ---- merge operator: add zigzag varints --------------------------------
+ * Sums wrap instead of overflowing: the committer checked every delta
+ * against the value, so a wrap can only come from corrupt data, and a
+ * merge callback has no way to report an error without failing reads. */
+
+static char *merge_result(uint64_t sum, size_t *len)
+{
+	char *buf = malloc(VARINT_MAX);
+
+	if (buf == NULL)
+		return NULL;
+	*len = varint_put_i64((uint8_t *)buf, (int64_t)sum);
+	return buf;
+}
+
+static int merge_sum(const char *const *ops, const size_t *lens, int n,
+                     uint64_t *sum)
+{
+	for (int i = 0; i < n; i++) {
+		int64_t v;
+		size_t used;
+
+		if (varint_get_i64((const uint8_t *)ops[i], lens[i], &v, &used) ||
+		    used != lens[i])
+			return -1;
+		*sum += (uint64_t)v;
+	}
+	return 0;
+}
+
+static char *merge_full(void *state, const char *key, size_t key_len,
+                        const char *existing, size_t existing_len,
+                        const char *const *ops, const size_t *lens, int n,
+                        unsigned char *success, size_t *new_len)
+{
+	uint64_t sum = 0;
+	char *out;
+
+	(void)state, (void)key, (void)key_len;
+	*success = 0;
+	if (existing != NULL) {
+		int64_t v;
+		size_t used;
+
+		if (varint_get_i64((const uint8_t *)existing, existing_len, &v,
+		                   &used) || used != existing_len)
+			return NULL;
+		sum = (uint64_t)v;
+	}
+	if (merge_sum(ops, lens, n, &sum))
+		return NULL;
+	out = merge_result(sum, new_len);
+	*success = out != NULL;
+	return out;
+}
+
+static char *merge_partial(void *state, const char *key, size_t key_len,
+                           const char *const *ops, const size_t *lens, int n,
+                           unsigned char *success, size_t *new_len)
+{
+	return merge_full(state, key, key_len, NULL, 0, ops, lens, n, success,
+	                  new_len);
+}
+
+static void merge_delete(void *state, const char *value, size_t len)
+{
+	(void)state, (void)len;
+	free((void *)(uintptr_t)value);
+}
+
+static const char *merge_name(void *state)
+{
+	(void)state;
+	return "tally.add.v1";
+}
+
+/* RocksDB calls the destructor unconditionally, so it must exist. */
+static void merge_destroy(void *state)
+{
+	(void)state;
+}
+
+static rocksdb_mergeoperator_t *merge_create(void)
+{
+	return rocksdb_mergeoperator_create(NULL, merge_destroy, merge_full,
+	                                    merge_partial, merge_delete,
+	                                    merge_name);
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static rocksdb_options_t *cf_options(rocks *r, int cf)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+
+	/* Fresh data is hot and short-lived: LZ4 keeps flushes cheap; the
+	 * bottom level holds nearly everything, so ZSTD there decides the
+	 * bytes per event. */
+	rocksdb_options_set_compression(o, rocksdb_lz4_compression);
+	rocksdb_options_set_bottommost_compression(o, rocksdb_zstd_compression);
+	rocksdb_options_set_bottommost_compression_options(o, -14, 6, 0, 0, 1);
+	rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
+	/* Point lookups (counters, totals, membership) check a bloom filter
+	 * first; scans (log, history) do not need one. */
+	if (cf == CF_NAMED || cf == CF_TOTALS || cf == CF_MEMBERS)
+		rocksdb_options_set_block_based_table_factory(o, r->bbto_bloom);
+	else
+		rocksdb_options_set_block_based_table_factory(o, r->bbto);
+	if (cf == CF_NAMED || cf == CF_TOTALS)
+		rocksdb_options_set_merge_operator(o, merge_create());
+	return o;
+}
+
+static int options_create(rocks *r, const store_options *so)
+{
+	r->block_cache = rocksdb_cache_create_lru((size_t)so->block_cache_mb << 20);
+	r->bbto = rocksdb_block_based_options_create();
+	r->bbto_bloom = rocksdb_block_based_options_create();
+	r->db_opts = rocksdb_options_create();
+	if (!r->block_cache || !r->bbto || !r->bbto_bloom || !r->db_opts)
+		return TALLY_ENOMEM;
+	rocksdb_block_based_options_set_block_cache(r->bbto, r->block_cache);
+	rocksdb_block_based_options_set_block_size(r->bbto, 16 * 1024);
+	rocksdb_block_based_options_set_block_cache(r->bbto_bloom,
+	                                           r->block_cache);
+	rocksdb_block_based_options_set_filter_policy(
+		r->bbto_bloom, rocksdb_filterpolicy_create_bloom(10));
+	rocksdb_options_set_create_if_missing(r->db_opts,
+	                                     (unsigned char)so->create);
+	rocksdb_options_set_create_missing_column_families(r->db_opts, 1);
+	rocksdb_options_set_max_background_jobs(r->db_opts, 2);
+	rocksdb_options_set_info_log_level(r->db_opts, 2 /* WARN */);
+	rocksdb_options_set_keep_log_file_num(r->db_opts, 3);
+	for (int i = 0; i < CF_COUNT; i++) {
+		r->cf_opts[i] = cf_options(r, i);
+		if (r->cf_opts[i] == NULL)
+			return TALLY_ENOMEM;
+	}
+	r->wo_sync = rocksdb_writeoptions_create();
+	r->wo_nosync = rocksdb_writeoptions_create();
+	r->ro = rocksdb_readoptions_create();
+	if (!r->wo_sync || !r->wo_nosync || !r->ro)
+		return TALLY_ENOMEM;
+	rocksdb_writeoptions_set_sync(r->wo_sync, 1);
+	rocksdb_writeoptions_set_sync(r->wo_nosync, 0);
+	return TALLY_OK;
+}
+
+/* ---- open, format, close ------------------------------------------------ */
+
+static int format_check(rocks *r)
+{
+	const uint8_t key = META_FORMAT;
+	char *err = NULL;
+	size_t len = 0;
+	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[CF_META],
+	                           (const char *)&key, 1, &len, &err);
+
+	if (err)
+		return rocks_err(err);
+	if (val == NULL) {
+		const uint8_t fmt = ROCKS_FORMAT;
+
+		rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META],
+		               (const char *)&key, 1, (const char *)&fmt, 1, &err);
+		return err ? rocks_err(err) : TALLY_OK;
+	}
+	int ok = len == 1 && (uint8_t)val[0] == ROCKS_FORMAT;
+	rocksdb_free(val);
+	return ok ? TALLY_OK : TALLY_EVERSION;
+}
+
+static int seq_load(rocks *r)
+{
+	const uint8_t key = META_SEQ;
+	char *err = NULL;
+	size_t len = 0;
+	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[CF_META],
+	                           (const char *)&key, 1, &len, &err);
+
+	if (err)
+		return rocks_err(err);
+	r->seq = 0;
+	if (val != NULL) {
+		int ok = len == 8;
+
+		if (ok)
+			r->seq = be64_get((const uint8_t *)val);
+		rocksdb_free(val);
+		if (!ok)
+			return TALLY_ECORRUPT;
+	}
+	atomic_store(&r->st_seq, r->seq);
+	return TALLY_OK;
+}
+
+static void rocks_close(store *s)
+{
+	rocks *r = (rocks *)s;
+
+	if (r == NULL)
+		return;
+	if (r->db != NULL) {
+		for (int i = 0; i < CF_COUNT; i++)
+			if (r->cf[i] != NULL)
+				rocksdb_column_family_handle_destroy(r->cf[i]);
+		rocksdb_close(r->db);
+	}
+	for (int i = 0; i < CF_COUNT; i++)
+		if (r->cf_opts[i] != NULL)
+			rocksdb_options_destroy(r->cf_opts[i]);
+	if (r->db_opts)
+		rocksdb_options_destroy(r->db_opts);
+	if (r->bbto)
+		rocksdb_block_based_options_destroy(r->bbto);
+	if (r->bbto_bloom)
+		rocksdb_block_based_options_destroy(r->bbto_bloom);
+	if (r->block_cache)
+		rocksdb_cache_destroy(r->block_cache);
+	if (r->wo_sync)
+		rocksdb_writeoptions_destroy(r->wo_sync);
+	if (r->wo_nosync)
+		rocksdb_writeoptions_destroy(r->wo_nosync);
+	if (r->ro)
+		rocksdb_readoptions_destroy(r->ro);
+	if (r->wb)
+		rocksdb_writebatch_destroy(r->wb);
+	hmap_free(r->cache_named);
+	hmap_free(r->cache_totals);
+	hmap_free(r->ov_named);
+	hmap_free(r->ov_totals);
+	hmap_free(r->ov_members);
+	free(r);
+}
+
+/* ---- load: types, content types, tokens --------------------------------- */
+
+static int load_one(const store_loader *l, const uint8_t *k, size_t klen,
+                    const uint8_t *v, size_t vlen)
+{
+	switch (k[0]) {
+	case META_TYPE:
+		if (vlen != 3 || klen < 2)
+			return TALLY_ECORRUPT;
+		return l->type(l->arg, (const char *)k + 1, klen - 1,
+		               be16_get(v), v[2]) ? TALLY_EINVAL : TALLY_OK;
+	case META_CTYPE:
+		if (vlen != 2 || klen < 2)
+			return TALLY_ECORRUPT;
+		return l->ctype(l->arg, (const char *)k + 1, klen - 1,
+		                be16_get(v)) ? TALLY_EINVAL : TALLY_OK;
+	case META_TOKEN: {
+		int64_t result, expiry;
+		size_t u1, u2;
+
+		if (klen < 2 || varint_get_i64(v, vlen, &result, &u1) ||
+		    varint_get_i64(v + u1, vlen - u1, &expiry, &u2) ||
+		    u1 + u2 != vlen)
+			return TALLY_ECORRUPT;
+		return l->token(l->arg, k + 1, klen - 1, result, expiry)
+		               ? TALLY_EINVAL : TALLY_OK;
+	}
+	default:
+		return TALLY_OK; /* format, seq */
+	}
+}
+
+static int rocks_load(store *s, const store_loader *l)
+{
+	rocks *r = (rocks *)s;
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->db, r->ro,
+	                                                    r->cf[CF_META]);
+	int rc = TALLY_OK;
+	char *err = NULL;
+
+	if (it == NULL)
+		return TALLY_ENOMEM;
+	for (rocksdb_iter_seek_to_first(it); rc == TALLY_OK &&
+	     rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t klen, vlen;
+		const char *k = rocksdb_iter_key(it, &klen);
+		const char *v = rocksdb_iter_value(it, &vlen);
+
+		if (klen == 0)
+			rc = TALLY_ECORRUPT;
+		else
+			rc = load_one(l, (const uint8_t *)k, klen,
+			              (const uint8_t *)v, vlen);
+	}
+	rocksdb_iter_get_error(it, &err);
+	rocksdb_iter_destroy(it);
+	if (err)
+		return rocks_err(err);
+	return rc;
+}
+
+static int rocks_backup(store *s, const char *dir)
+{
+	rocks *r = (rocks *)s;
+	char *err = NULL;
+	rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(r->db, &err);
+
+	if (err)
+		return rocks_err(err);
+	/* log_size_for_flush 0: flush memtables so the copy is all in SSTs. */
+	rocksdb_checkpoint_create(cp, dir, 0, &err);
+	rocksdb_checkpoint_object_destroy(cp);
+	return err ? rocks_err(err) : TALLY_OK;
+}
+
+static void rocks_stats(store *s, store_stats *out)
+{
+	rocks *r = (rocks *)s;
+
+	out->entries = atomic_load(&r->st_entries);
+	out->syncs = atomic_load(&r->st_syncs);
+	out->sync_ns = atomic_load(&r->st_sync_ns);
+	out->last_seq = atomic_load(&r->st_seq);
+}
+
+static const store_vt rocks_vt = {
+	.name = "rocksdb",
+	.apply = rocks_apply,
+	.sync = rocks_sync,
+	.get = rocks_get,
+	.total = rocks_total,
+	.total_at = rocks_total_at,
+	.mtotal = rocks_mtotal,
+	.recent = rocks_recent,
+	.has = rocks_has,
+	.history = rocks_history,
+	.load = rocks_load,
+	.backup = rocks_backup,
+	.stats = rocks_stats,
+	.close = rocks_close,
+};
+
+static int exists_db(const char *path)
+{
+	char buf[4096];
+	struct stat st;
+
+	if (snprintf(buf, sizeof buf, "%s/CURRENT", path) >= (int)sizeof buf)
+		return 0;
+	return stat(buf, &st) == 0;
+}
+
+static int maps_create(rocks *r, const store_options *so)
+{
+	r->cache_max = so->cache_entries_max;
+	r->wb = rocksdb_writebatch_create();
+	r->cache_named = hmap_create(sizeof(rocks_val));
+	r->cache_totals = hmap_create(sizeof(rocks_val));
+	r->ov_named = hmap_create(sizeof(rocks_val));
+	r->ov_totals = hmap_create(sizeof(rocks_val));
+	r->ov_members = hmap_create(sizeof(rocks_mem));
+	if (!r->wb || !r->cache_named || !r->cache_totals || !r->ov_named ||
+	    !r->ov_totals || !r->ov_members)
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
+int rocks_open(const char *path, const store_options *so, store **out)
+{
+	const rocksdb_options_t *cfo[CF_COUNT];
+	char *err = NULL;
+	rocks *r;
+	int rc;
+
+	*out = NULL;
+	if (!so->create && !exists_db(path))
+		return TALLY_ENOTFOUND;
+	if (so->create && mkdir(path, 0755) != 0 && errno != EEXIST)
+		return errno == ENOENT ? TALLY_ENOTFOUND : TALLY_EIO;
+	r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return TALLY_ENOMEM;
+	r->base.vt = &rocks_vt;
+	rc = options_create(r, so);
+	if (rc == TALLY_OK)
+		rc = maps_create(r, so);
+	if (rc != TALLY_OK)
+		goto fail;
+	for (int i = 0; i < CF_COUNT; i++)
+		cfo[i] = r->cf_opts[i];
+	r->db = rocksdb_open_column_families(r->db_opts, path, CF_COUNT,
+	                                     cf_names, cfo, r->cf, &err);
+	if (err) {
+		r->db = NULL;
+		rc = rocks_err(err);
+		goto fail;
+	}
+	rc = format_check(r);
+	if (rc == TALLY_OK)
+		rc = seq_load(r);
+	if (rc != TALLY_OK)
+		goto fail;
+	*out = &r->base;
+	return TALLY_OK;
+fail:
+	rocks_close(&r->base);
+	return rc;
+}

@@ -1,0 +1,434 @@
+/* rocks_apply.c: the RocksDB store's write path. A logical batch is applied
+ * in order against overlays (this batch's view of counters, totals and
+ * memberships), coalesced into one RocksDB write batch, written atomically
+ * and, in sync mode, fsynced; only then do the overlays become the cache.
+ *
+ * Entries per batch: one merge per counter and per object total touched
+ * (however many writes hit it), one put or delete per membership changed,
+ * one log and one history entry per event that changed something, and the
+ * last sequence number. */
+#include <assert.h>
+#include <string.h>
+
+#include "core/varint.h"
+#include "store/rocks_int.h"
+
+/* Room for a meta key: tag byte + the longest token or name. */
+#define META_KEY_MAX (1 + (TALLY_ID_MAX > TALLY_NAME_MAX ? TALLY_ID_MAX \
+                                                         : TALLY_NAME_MAX))
+
+static int add_overflows(int64_t a, int64_t b)
+{
+	return (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b);
+}
+
+/* Wrapping add for merge operands: a batch's net delta can exceed int64
+ * even when every intermediate value fits (from -2^63+1 to 2^63-1), and the
+ * merge operator sums with the same wrap, so the stored result is exact. */
+static int64_t wrap_add(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+/* The batch's slot for a value of cf (CF_NAMED or CF_TOTALS), loaded from
+ * the cache or the store on first touch. */
+static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
+                    rocks_val **out)
+{
+	hmap *ov = cf == CF_NAMED ? r->ov_named : r->ov_totals;
+	hmap *cache = cf == CF_NAMED ? r->cache_named : r->cache_totals;
+	int inserted;
+	rocks_val *v = hmap_put(ov, key, len, &inserted);
+
+	if (v == NULL)
+		return TALLY_ENOMEM;
+	if (inserted) {
+		const rocks_val *c = hmap_get(cache, key, len);
+
+		if (c != NULL) {
+			v->v = c->v;
+			v->exists = c->exists;
+		} else {
+			int rc = rocks_get_i64(r, cf, key, len, &v->v);
+
+			if (rc != TALLY_OK && rc != TALLY_ENOTFOUND) {
+				hmap_del(ov, key, len);
+				return rc;
+			}
+			v->exists = rc == TALLY_OK;
+		}
+	}
+	assert(v->exists || v->v == 0);
+	*out = v;
+	return TALLY_OK;
+}
+
+static int member_slot(rocks *r, const uint8_t *key, rocks_mem **out)
+{
+	int inserted;
+	rocks_mem *m = hmap_put(r->ov_members, key, KEY_MEMBER_LEN, &inserted);
+
+	if (m == NULL)
+		return TALLY_ENOMEM;
+	if (inserted) {
+		int rc = rocks_get_i64(r, CF_MEMBERS, key, KEY_MEMBER_LEN,
+		                       &m->at_ms);
+
+		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND) {
+			hmap_del(r->ov_members, key, KEY_MEMBER_LEN);
+			return rc;
+		}
+		m->in = rc == TALLY_OK;
+	}
+	*out = m;
+	return TALLY_OK;
+}
+
+static int apply_counter(rocks *r, store_op *op)
+{
+	rocks_val *v;
+	int rc = val_slot(r, CF_NAMED, op->key, op->key_len, &v);
+
+	if (rc != TALLY_OK)
+		return rc;
+	switch (op->kind) {
+	case STORE_OP_INCRBY:
+		if (add_overflows(v->v, op->value)) {
+			op->err = TALLY_EOVERFLOW;
+			return TALLY_OK;
+		}
+		/* A counter created here is written whole: a merge onto
+		 * nothing would be right too, but INCRBY 0 must create it. */
+		if (!v->exists)
+			v->put = 1;
+		v->v += op->value;
+		v->acc = wrap_add(v->acc, op->value);
+		v->exists = 1;
+		op->result = v->v;
+		break;
+	case STORE_OP_SET:
+		v->v = op->value;
+		v->exists = 1;
+		v->put = 1;
+		op->result = v->v;
+		break;
+	case STORE_OP_DEL:
+		op->result = v->exists;
+		v->v = 0;
+		v->exists = 0;
+		v->put = 1;
+		break;
+	default:
+		assert(0 && "not a counter op");
+	}
+	return TALLY_OK;
+}
+
+static void put_event(rocks *r, const store_op *op, int64_t d, int64_t total)
+{
+	uint8_t key[KEY_LOG_LEN], val[VAL_EVENT_MAX];
+	val_log lv = { op->member, op->at_ms, d, total };
+	size_t n;
+
+	r->seq++;
+	key_log_encode(key, &op->obj, r->seq);
+	n = val_log_encode(val, &lv);
+	assert(n <= sizeof val);
+	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_LOG], (const char *)key,
+	                          sizeof key, (const char *)val, n);
+	if (op->member == 0)
+		return; /* anonymous: counted, never listed as an actor */
+	val_hist hv = { op->obj.ctype, op->obj.content, op->at_ms, d };
+	uint8_t hkey[KEY_HIST_LEN];
+
+	key_hist_encode(hkey, op->member, op->obj.ktype, r->seq);
+	n = val_hist_encode(val, &hv);
+	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_HIST], (const char *)hkey,
+	                          sizeof hkey, (const char *)val, n);
+}
+
+static int apply_event(rocks *r, store_op *op)
+{
+	uint8_t okey[KEY_OBJ_LEN];
+	rocks_mem *m = NULL;
+	rocks_val *tv;
+	int64_t d;
+	int rc;
+
+	assert(op->mode == TALLY_MODE_UNIQUE || op->mode == TALLY_MODE_TOTAL);
+	assert(op->delta > 0);
+	key_obj_encode(okey, &op->obj);
+	rc = val_slot(r, CF_TOTALS, okey, sizeof okey, &tv);
+	if (rc != TALLY_OK)
+		return rc;
+	if (op->mode == TALLY_MODE_UNIQUE) {
+		uint8_t mkey[KEY_MEMBER_LEN];
+
+		key_member_encode(mkey, &op->obj, op->member);
+		rc = member_slot(r, mkey, &m);
+		if (rc != TALLY_OK)
+			return rc;
+		if (m->in == !op->remove) { /* like twice, unlike a non-member */
+			op->result = tv->v;
+			return TALLY_OK;
+		}
+		d = op->remove ? -1 : 1;
+	} else {
+		d = op->remove ? -op->delta : op->delta;
+	}
+	if (add_overflows(tv->v, d)) {
+		op->err = TALLY_EOVERFLOW;
+		return TALLY_OK;
+	}
+	if (m != NULL) {
+		m->in = !op->remove;
+		m->at_ms = op->at_ms;
+		m->dirty = 1;
+	}
+	tv->v += d;
+	tv->acc = wrap_add(tv->acc, d);
+	tv->exists = 1;
+	put_event(r, op, d, tv->v);
+	op->result = tv->v;
+	return TALLY_OK;
+}
+
+static size_t meta_key(uint8_t *buf, uint8_t tag, const uint8_t *s,
+                       size_t len)
+{
+	assert(len + 1 <= META_KEY_MAX);
+	buf[0] = tag;
+	memcpy(buf + 1, s, len);
+	return len + 1;
+}
+
+static void apply_meta(rocks *r, const store_op *op)
+{
+	uint8_t key[META_KEY_MAX], val[3];
+	size_t klen;
+
+	switch (op->kind) {
+	case STORE_OP_TYPE:
+		klen = meta_key(key, META_TYPE, op->key, op->key_len);
+		be16_put(val, op->obj.ktype);
+		val[2] = op->mode;
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key,
+		                          klen, (char *)val, 3);
+		break;
+	case STORE_OP_CTYPE:
+		klen = meta_key(key, META_CTYPE, op->key, op->key_len);
+		be16_put(val, op->obj.ctype);
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key,
+		                          klen, (char *)val, 2);
+		break;
+	case STORE_OP_TOKEN_DEL:
+		klen = meta_key(key, META_TOKEN, op->token, op->token_len);
+		rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_META], (char *)key,
+		                             klen);
+		break;
+	default:
+		assert(0 && "not a meta op");
+	}
+}
+
+static void put_token(rocks *r, const store_op *op)
+{
+	uint8_t key[META_KEY_MAX], val[2 * VARINT_MAX];
+	size_t klen = meta_key(key, META_TOKEN, op->token, op->token_len);
+	size_t n = varint_put_i64(val, op->result);
+
+	n += varint_put_i64(val + n, op->token_expiry_ms);
+	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key, klen,
+	                          (char *)val, n);
+}
+
+static int apply_op(rocks *r, store_op *op)
+{
+	int rc = TALLY_OK;
+
+	op->err = TALLY_OK;
+	switch (op->kind) {
+	case STORE_OP_INCRBY:
+	case STORE_OP_SET:
+	case STORE_OP_DEL:
+		rc = apply_counter(r, op);
+		break;
+	case STORE_OP_EVENT:
+		rc = apply_event(r, op);
+		break;
+	case STORE_OP_TYPE:
+	case STORE_OP_CTYPE:
+	case STORE_OP_TOKEN_DEL:
+		apply_meta(r, op);
+		break;
+	default:
+		return TALLY_EINVAL;
+	}
+	if (rc == TALLY_OK && op->err == TALLY_OK && op->token != NULL)
+		put_token(r, op);
+	return rc;
+}
+
+static void flush_val(rocks *r, int cf, const void *key, size_t len,
+                      const rocks_val *v)
+{
+	uint8_t buf[VARINT_MAX];
+	size_t n;
+
+	if (v->put && !v->exists) {
+		rocksdb_writebatch_delete_cf(r->wb, r->cf[cf], key, len);
+	} else if (v->put) {
+		n = varint_put_i64(buf, v->v);
+		rocksdb_writebatch_put_cf(r->wb, r->cf[cf], key, len,
+		                          (char *)buf, n);
+	} else if (v->acc != 0) {
+		n = varint_put_i64(buf, v->acc);
+		rocksdb_writebatch_merge_cf(r->wb, r->cf[cf], key, len,
+		                            (char *)buf, n);
+	}
+}
+
+/* Turn the overlays into write-batch entries. */
+static void overlays_flush(rocks *r, uint64_t seq_start)
+{
+	size_t pos = 0, len;
+	const void *key;
+	void *val;
+
+	while (hmap_next(r->ov_named, &pos, &key, &len, &val))
+		flush_val(r, CF_NAMED, key, len, val);
+	pos = 0;
+	while (hmap_next(r->ov_totals, &pos, &key, &len, &val))
+		flush_val(r, CF_TOTALS, key, len, val);
+	pos = 0;
+	while (hmap_next(r->ov_members, &pos, &key, &len, &val)) {
+		const rocks_mem *m = val;
+		uint8_t buf[VARINT_MAX];
+
+		if (!m->dirty)
+			continue;
+		if (m->in)
+			rocksdb_writebatch_put_cf(r->wb, r->cf[CF_MEMBERS], key,
+			                          len, (char *)buf,
+			                          varint_put_i64(buf, m->at_ms));
+		else
+			rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_MEMBERS],
+			                             key, len);
+	}
+	if (r->seq != seq_start) {
+		const uint8_t skey = META_SEQ;
+		uint8_t sval[8];
+
+		be64_put(sval, r->seq);
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META],
+		                          (const char *)&skey, 1,
+		                          (const char *)sval, sizeof sval);
+	}
+}
+
+/* The batch is durable: its values become the committer's cache. The cache
+ * is bounded by dropping it whole when full; a miss costs one store read. */
+static void overlays_commit(rocks *r, hmap *ov, hmap *cache)
+{
+	size_t pos = 0, len;
+	const void *key;
+	void *val;
+
+	if (hmap_count(cache) + hmap_count(ov) > r->cache_max)
+		hmap_clear(cache);
+	while (hmap_next(ov, &pos, &key, &len, &val)) {
+		const rocks_val *v = val;
+		rocks_val *c = hmap_put(cache, key, len, NULL);
+
+		if (c == NULL) { /* out of memory: forget rather than lie */
+			hmap_del(cache, key, len);
+			continue;
+		}
+		c->v = v->v;
+		c->exists = v->exists;
+		c->acc = 0;
+		c->put = 0;
+	}
+	hmap_clear(ov);
+}
+
+static void batch_reset(rocks *r)
+{
+	hmap_clear(r->ov_named);
+	hmap_clear(r->ov_totals);
+	hmap_clear(r->ov_members);
+	rocksdb_writebatch_clear(r->wb);
+}
+
+static int batch_write(rocks *r, int sync)
+{
+	uint64_t t0 = rocks_now_ns();
+	char *err = NULL;
+
+	rocksdb_write(r->db, sync ? r->wo_sync : r->wo_nosync, r->wb, &err);
+	if (err) {
+		/* The write may or may not have reached the WAL; nothing can
+		 * be acknowledged and nothing may be written on top of it. */
+		r->failed = 1;
+		rocks_err(err);
+		return TALLY_EIO;
+	}
+	if (sync) {
+		atomic_fetch_add(&r->st_syncs, 1);
+		atomic_fetch_add(&r->st_sync_ns, rocks_now_ns() - t0);
+	}
+	return TALLY_OK;
+}
+
+int rocks_apply(store *s, store_batch *b)
+{
+	rocks *r = (rocks *)s;
+	uint64_t seq_start = r->seq;
+	int rc = TALLY_OK;
+
+	assert(b != NULL && (b->n == 0 || b->ops != NULL));
+	assert(hmap_count(r->ov_named) == 0 && hmap_count(r->ov_totals) == 0);
+	if (r->failed)
+		return TALLY_EIO;
+	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++)
+		if (!b->ops[i].skip)
+			rc = apply_op(r, &b->ops[i]);
+	if (rc == TALLY_OK) {
+		overlays_flush(r, seq_start);
+		size_t entries = (size_t)rocksdb_writebatch_count(r->wb);
+
+		if (entries > 0)
+			rc = batch_write(r, b->sync);
+		if (rc == TALLY_OK)
+			atomic_fetch_add(&r->st_entries, entries);
+	}
+	if (rc != TALLY_OK) {
+		r->seq = seq_start;
+		batch_reset(r);
+		return rc;
+	}
+	overlays_commit(r, r->ov_named, r->cache_named);
+	overlays_commit(r, r->ov_totals, r->cache_totals);
+	batch_reset(r);
+	atomic_store(&r->st_seq, r->seq);
+	return TALLY_OK;
+}
+
+int rocks_sync(store *s)
+{
+	rocks *r = (rocks *)s;
+	uint64_t t0 = rocks_now_ns();
+	char *err = NULL;
+
+	if (r->failed)
+		return TALLY_EIO;
+	rocksdb_flush_wal(r->db, 1, &err);
+	if (err) {
+		r->failed = 1;
+		rocks_err(err);
+		return TALLY_EIO;
+	}
+	atomic_fetch_add(&r->st_syncs, 1);
+	atomic_fetch_add(&r->st_sync_ns, rocks_now_ns() - t0);
+	return TALLY_OK;
+}

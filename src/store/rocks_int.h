@@ -1,0 +1,101 @@
+/* rocks_int.h: the RocksDB store's private state, shared by rocks.c (open,
+ * close, meta), rocks_apply.c (the write path) and rocks_read.c (queries).
+ * Nothing outside src/store/rocks*.c includes it. */
+#ifndef TALLY_ROCKS_INT_H
+#define TALLY_ROCKS_INT_H
+
+#include <rocksdb/c.h>
+#include <stdatomic.h>
+
+#include "core/hmap.h"
+#include "store/store.h"
+
+/* Column families. Order is the on-disk open order; never reorder. */
+enum rocks_cf {
+	CF_META = 0,   /* "default": format, last seq, types, tokens */
+	CF_NAMED,      /* counter name -> zigzag varint (merge: add) */
+	CF_TOTALS,     /* object -> zigzag varint (merge: add) */
+	CF_MEMBERS,    /* object | member -> at_ms (unique types) */
+	CF_LOG,        /* object | ~seq -> val_log */
+	CF_HIST,       /* member | ktype | ~seq -> val_hist */
+	CF_COUNT
+};
+
+/* Meta keys: one tag byte, then the rest. */
+#define META_FORMAT 'v'  /* -> format version, one byte */
+#define META_SEQ    's'  /* -> last event seq, be64 */
+#define META_TYPE   't'  /* 't' name -> id be16, mode byte */
+#define META_CTYPE  'c'  /* 'c' name -> id be16 */
+#define META_TOKEN  'k'  /* 'k' token -> result zigzag, expiry zigzag */
+#define ROCKS_FORMAT 1
+
+/* A counter value or object total known to the committer. */
+typedef struct rocks_val {
+	int64_t v;       /* current value */
+	int64_t acc;     /* this batch: sum of deltas to merge */
+	uint8_t exists;  /* named: the counter exists */
+	uint8_t put;     /* named: SET or DEL this batch: write v, not acc */
+} rocks_val;
+
+/* A membership known to the committer within one batch. */
+typedef struct rocks_mem {
+	int64_t at_ms;
+	uint8_t in;
+	uint8_t dirty;   /* changed this batch: write it */
+} rocks_mem;
+
+typedef struct rocks {
+	store base;
+	rocksdb_t *db;
+	rocksdb_options_t *db_opts;
+	rocksdb_options_t *cf_opts[CF_COUNT];
+	rocksdb_column_family_handle_t *cf[CF_COUNT];
+	rocksdb_block_based_table_options_t *bbto;
+	rocksdb_block_based_table_options_t *bbto_bloom;
+	rocksdb_cache_t *block_cache;
+	rocksdb_writeoptions_t *wo_sync;
+	rocksdb_writeoptions_t *wo_nosync;
+	rocksdb_readoptions_t *ro;
+
+	/* Committer-only state (apply and sync run on one thread). */
+	rocksdb_writebatch_t *wb;
+	hmap *cache_named;   /* key -> rocks_val (v, exists) across batches */
+	hmap *cache_totals;  /* object key -> rocks_val (v) across batches */
+	hmap *ov_named;      /* this batch */
+	hmap *ov_totals;     /* this batch */
+	hmap *ov_members;    /* this batch: object|member -> rocks_mem */
+	uint32_t cache_max;
+	uint64_t seq;        /* last event seq written */
+	int failed;          /* a write failed: refuse writes until reopen */
+
+	/* Read by other threads through stats(). */
+	_Atomic uint64_t st_entries;
+	_Atomic uint64_t st_syncs;
+	_Atomic uint64_t st_sync_ns;
+	_Atomic uint64_t st_seq;
+} rocks;
+
+/* rocks.c */
+int rocks_err(char *err);
+uint64_t rocks_now_ns(void);
+
+/* rocks_apply.c */
+int rocks_apply(store *s, store_batch *b);
+int rocks_sync(store *s);
+
+/* rocks_read.c */
+int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
+int rocks_total(store *s, const key_obj *o, int64_t *out);
+int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
+int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out);
+int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
+                 tally_entry *out, size_t *n);
+int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms);
+int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
+                  uint64_t before, tally_history_entry *out,
+                  uint16_t *ctype_ids, size_t *n);
+/* Read one value of a CF into a zigzag int64; TALLY_ENOTFOUND if absent. */
+int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
+                  int64_t *out);
+
+#endif

@@ -1,0 +1,275 @@
+/* rocks_read.c: the RocksDB store's queries. They run on callers' threads,
+ * concurrently with the committer; every write batch is atomic, so a read
+ * sees a batch whole or not at all. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/varint.h"
+#include "store/rocks_int.h"
+
+int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
+                  int64_t *out)
+{
+	char *err = NULL;
+	size_t vlen = 0, used;
+	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[cf], (const char *)key,
+	                           len, &vlen, &err);
+	int rc = TALLY_OK;
+
+	*out = 0;
+	if (err)
+		return rocks_err(err);
+	if (val == NULL)
+		return TALLY_ENOTFOUND;
+	if (varint_get_i64((const uint8_t *)val, vlen, out, &used) ||
+	    used != vlen) {
+		*out = 0;
+		rc = TALLY_ECORRUPT;
+	}
+	rocksdb_free(val);
+	return rc;
+}
+
+int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out)
+{
+	return rocks_get_i64((rocks *)s, CF_NAMED, key, len, out);
+}
+
+int rocks_total(store *s, const key_obj *o, int64_t *out)
+{
+	uint8_t key[KEY_OBJ_LEN];
+	int rc;
+
+	key_obj_encode(key, o);
+	rc = rocks_get_i64((rocks *)s, CF_TOTALS, key, sizeof key, out);
+	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
+}
+
+/* Up to this many objects per RocksDB multi-get call, so the key arrays
+ * live on the stack. */
+#define MTOTAL_CHUNK 64
+
+static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
+                        int64_t *out)
+{
+	uint8_t keys[MTOTAL_CHUNK][KEY_OBJ_LEN];
+	const char *kp[MTOTAL_CHUNK];
+	size_t klen[MTOTAL_CHUNK], vlen[MTOTAL_CHUNK];
+	const rocksdb_column_family_handle_t *cfs[MTOTAL_CHUNK];
+	char *vals[MTOTAL_CHUNK], *errs[MTOTAL_CHUNK];
+	int rc = TALLY_OK;
+
+	assert(n <= MTOTAL_CHUNK);
+	for (size_t i = 0; i < n; i++) {
+		key_obj_encode(keys[i], &objs[i]);
+		kp[i] = (const char *)keys[i];
+		klen[i] = KEY_OBJ_LEN;
+		cfs[i] = r->cf[CF_TOTALS];
+	}
+	rocksdb_multi_get_cf(r->db, r->ro, cfs, n, kp, klen, vals, vlen, errs);
+	for (size_t i = 0; i < n; i++) {
+		size_t used;
+
+		out[i] = 0;
+		if (errs[i]) {
+			rc = rocks_err(errs[i]);
+		} else if (vals[i]) {
+			if (varint_get_i64((uint8_t *)vals[i], vlen[i], &out[i],
+			                   &used) || used != vlen[i])
+				rc = TALLY_ECORRUPT;
+		}
+		if (vals[i])
+			rocksdb_free(vals[i]);
+	}
+	return rc;
+}
+
+int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
+{
+	for (size_t i = 0; i < n; i += MTOTAL_CHUNK) {
+		size_t k = n - i < MTOTAL_CHUNK ? n - i : MTOTAL_CHUNK;
+		int rc = mtotal_chunk((rocks *)s, objs + i, k, out + i);
+
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	return TALLY_OK;
+}
+
+int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
+{
+	uint8_t key[KEY_MEMBER_LEN];
+	int64_t at;
+	int rc;
+
+	key_member_encode(key, o, member);
+	rc = rocks_get_i64((rocks *)s, CF_MEMBERS, key, sizeof key, &at);
+	if (rc == TALLY_OK && at_ms != NULL)
+		*at_ms = at;
+	return rc;
+}
+
+/* ---- scans -------------------------------------------------------------- */
+
+/* An iterator over keys starting with prefix, positioned at seek. The upper
+ * bound (prefix + 1) lets RocksDB stop at the prefix's end. */
+typedef struct scan {
+	rocksdb_iterator_t *it;
+	rocksdb_readoptions_t *ro;
+	uint8_t upper[KEY_LOG_LEN];
+} scan;
+
+static int scan_open(rocks *r, int cf, scan *sc, const uint8_t *prefix,
+                     size_t plen, const uint8_t *seek, size_t slen)
+{
+	size_t ulen = plen;
+
+	assert(plen <= sizeof sc->upper && plen > 0);
+	memcpy(sc->upper, prefix, plen);
+	/* prefix + 1 as a big number; an all-0xff prefix has no bound. */
+	while (ulen > 0 && sc->upper[ulen - 1] == 0xff)
+		ulen--;
+	if (ulen > 0)
+		sc->upper[ulen - 1]++;
+	sc->ro = rocksdb_readoptions_create();
+	if (sc->ro == NULL)
+		return TALLY_ENOMEM;
+	if (ulen > 0)
+		rocksdb_readoptions_set_iterate_upper_bound(
+			sc->ro, (const char *)sc->upper, ulen);
+	sc->it = rocksdb_create_iterator_cf(r->db, sc->ro, r->cf[cf]);
+	if (sc->it == NULL) {
+		rocksdb_readoptions_destroy(sc->ro);
+		return TALLY_ENOMEM;
+	}
+	rocksdb_iter_seek(sc->it, (const char *)seek, slen);
+	return TALLY_OK;
+}
+
+/* Close the scan; returns rc, or the iterator's error if it had one. */
+static int scan_close(scan *sc, int rc)
+{
+	char *err = NULL;
+
+	rocksdb_iter_get_error(sc->it, &err);
+	rocksdb_iter_destroy(sc->it);
+	rocksdb_readoptions_destroy(sc->ro);
+	if (err)
+		return rocks_err(err);
+	return rc;
+}
+
+/* Seek target for "seq < before": seqs are stored inverted, so the first
+ * key at or after ~(before - 1) is the newest event older than before. */
+static uint64_t seek_seq(uint64_t before)
+{
+	return before == 0 ? UINT64_MAX : before - 1;
+}
+
+int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
+{
+	rocks *r = (rocks *)s;
+	uint8_t prefix[KEY_OBJ_LEN], seek[KEY_LOG_LEN];
+	scan sc;
+	int rc;
+
+	*out = 0;
+	key_obj_encode(prefix, o);
+	key_log_encode(seek, o, UINT64_MAX);
+	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
+	if (rc != TALLY_OK)
+		return rc;
+	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
+		size_t vlen;
+		const char *v = rocksdb_iter_value(sc.it, &vlen);
+		val_log lv;
+
+		if (val_log_decode((const uint8_t *)v, vlen, &lv)) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
+		if (lv.at_ms <= at_ms) {
+			*out = lv.total;
+			break;
+		}
+	}
+	return scan_close(&sc, rc);
+}
+
+int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
+                 tally_entry *out, size_t *n)
+{
+	rocks *r = (rocks *)s;
+	uint8_t prefix[KEY_OBJ_LEN], seek[KEY_LOG_LEN];
+	scan sc;
+	int rc;
+
+	*n = 0;
+	key_obj_encode(prefix, o);
+	key_log_encode(seek, o, seek_seq(before));
+	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
+	if (rc != TALLY_OK)
+		return rc;
+	for (; *n < limit && rocksdb_iter_valid(sc.it);
+	     rocksdb_iter_next(sc.it)) {
+		size_t klen, vlen;
+		const char *k = rocksdb_iter_key(sc.it, &klen);
+		const char *v = rocksdb_iter_value(sc.it, &vlen);
+		key_obj ko;
+		uint64_t seq;
+		val_log lv;
+
+		if (key_log_decode((const uint8_t *)k, klen, &ko, &seq) ||
+		    val_log_decode((const uint8_t *)v, vlen, &lv)) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
+		if (lv.member == 0)
+			continue;
+		out[*n] = (tally_entry){ lv.member, lv.at_ms, lv.delta, seq };
+		(*n)++;
+	}
+	return scan_close(&sc, rc);
+}
+
+int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
+                  uint64_t before, tally_history_entry *out,
+                  uint16_t *ctype_ids, size_t *n)
+{
+	rocks *r = (rocks *)s;
+	uint8_t prefix[KEY_HIST_PREFIX_LEN], seek[KEY_HIST_LEN];
+	scan sc;
+	int rc;
+
+	*n = 0;
+	key_hist_prefix_encode(prefix, member, ktype);
+	key_hist_encode(seek, member, ktype, seek_seq(before));
+	rc = scan_open(r, CF_HIST, &sc, prefix, sizeof prefix, seek, sizeof seek);
+	if (rc != TALLY_OK)
+		return rc;
+	for (; *n < limit && rocksdb_iter_valid(sc.it);
+	     rocksdb_iter_next(sc.it)) {
+		size_t klen, vlen;
+		const char *k = rocksdb_iter_key(sc.it, &klen);
+		const char *v = rocksdb_iter_value(sc.it, &vlen);
+		uint64_t m, seq;
+		uint16_t kt;
+		val_hist hv;
+
+		if (key_hist_decode((const uint8_t *)k, klen, &m, &kt, &seq) ||
+		    val_hist_decode((const uint8_t *)v, vlen, &hv)) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
+		assert(m == member && kt == ktype);
+		memset(&out[*n], 0, sizeof out[*n]);
+		out[*n].content = hv.content;
+		out[*n].at_ms = hv.at_ms;
+		out[*n].delta = hv.delta;
+		out[*n].seq = seq;
+		ctype_ids[*n] = hv.ctype;
+		(*n)++;
+	}
+	return scan_close(&sc, rc);
+}

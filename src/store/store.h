@@ -1,0 +1,124 @@
+/* store.h: the interface between the engine and a storage backend. The
+ * engine hands a store logical batches (ordered writes in engine terms) and
+ * gets a result per write back; how a store lays data out, checks unique
+ * membership and coalesces is its own business. RocksDB (rocks.c) is the
+ * embedded store; others plug in through the same vtable. */
+#ifndef TALLY_STORE_H
+#define TALLY_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tally.h"
+#include "core/keys.h"
+
+enum store_op_kind {
+	STORE_OP_INCRBY = 1, /* key, value = delta -> new value */
+	STORE_OP_SET,        /* key, value -> value */
+	STORE_OP_DEL,        /* key -> 1 existed, 0 not */
+	STORE_OP_EVENT,      /* event fields -> count after */
+	STORE_OP_TYPE,       /* persist counting type: name, id, mode */
+	STORE_OP_CTYPE,      /* persist content type: name, id */
+	STORE_OP_TOKEN_DEL   /* forget an expired token: token */
+};
+
+/* One write. Pointers reference memory the engine owns until apply()
+ * returns. */
+typedef struct store_op {
+	uint8_t kind;        /* enum store_op_kind */
+	uint8_t mode;        /* EVENT: TALLY_MODE_UNIQUE or _TOTAL; TYPE: mode */
+	uint8_t remove;      /* EVENT: 1 remove, 0 add */
+	uint8_t skip;        /* the engine answered it; the store ignores it */
+	uint32_t key_len;    /* counter key, or type / content-type name */
+	const uint8_t *key;
+	int64_t value;       /* INCRBY delta, SET value */
+	key_obj obj;         /* EVENT object; TYPE/CTYPE: id in obj.ktype /
+	                        obj.ctype */
+	uint64_t member;     /* EVENT */
+	int64_t delta;       /* EVENT: > 0 */
+	int64_t at_ms;       /* EVENT: ms since the Unix epoch */
+	const uint8_t *token; /* persist (token -> result, expiry) with this
+	                         write when it succeeds; NULL for none */
+	uint32_t token_len;
+	int64_t token_expiry_ms;
+	/* out */
+	int err;             /* TALLY_OK or the write's own error (overflow) */
+	int64_t result;
+} store_op;
+
+typedef struct store_batch {
+	store_op *ops;
+	size_t n;
+	int sync;            /* make durable (fsync) before returning */
+} store_batch;
+
+/* Per-store counters folded into tally_stats. */
+typedef struct store_stats {
+	uint64_t entries;    /* store entries written */
+	uint64_t syncs;
+	uint64_t sync_ns;
+	uint64_t last_seq;
+} store_stats;
+
+/* Visitors for store_vt.load. Each returns 0 to go on. */
+typedef struct store_loader {
+	void *arg;
+	int (*type)(void *arg, const char *name, size_t len, uint16_t id,
+	            int mode);
+	int (*ctype)(void *arg, const char *name, size_t len, uint16_t id);
+	int (*token)(void *arg, const uint8_t *tok, size_t len,
+	             int64_t result, int64_t expiry_ms);
+} store_loader;
+
+typedef struct store store;
+
+/* The vtable. Every function returns TALLY_OK or a TALLY_E* code.
+ * apply() and sync() are called from one thread at a time (the committer);
+ * the read functions from any thread, concurrently with them. */
+typedef struct store_vt {
+	const char *name;
+	/* Apply every op not marked skip, in order (a unique add sees the
+	 * earlier ops of the same batch), as one atomic unit; durable when
+	 * b->sync. Per-op errors (TALLY_EOVERFLOW) go in op->err and change
+	 * nothing for that op. A batch error (TALLY_EIO) means no op was
+	 * applied and the store refuses writes from then on. */
+	int (*apply)(store *s, store_batch *b);
+	/* Make every applied write durable. */
+	int (*sync)(store *s);
+	int (*get)(store *s, const uint8_t *key, size_t len, int64_t *out);
+	int (*total)(store *s, const key_obj *o, int64_t *out);
+	int (*total_at)(store *s, const key_obj *o, int64_t at_ms,
+	                int64_t *out);
+	/* n objects; the order of objs is the order of out. */
+	int (*mtotal)(store *s, const key_obj *objs, size_t n, int64_t *out);
+	int (*recent)(store *s, const key_obj *o, size_t limit,
+	              uint64_t before, tally_entry *out, size_t *n);
+	/* TALLY_ENOTFOUND when not in. */
+	int (*has)(store *s, const key_obj *o, uint64_t member,
+	           int64_t *at_ms);
+	/* ctype names are filled by the engine; the store sets ctype ids in
+	 * ctype_ids[i]. */
+	int (*history)(store *s, uint64_t member, uint16_t ktype, size_t limit,
+	               uint64_t before, tally_history_entry *out,
+	               uint16_t *ctype_ids, size_t *n);
+	int (*load)(store *s, const store_loader *l);
+	int (*backup)(store *s, const char *dir);
+	void (*stats)(store *s, store_stats *out);
+	void (*close)(store *s);
+} store_vt;
+
+struct store {
+	const store_vt *vt;
+};
+
+/* Options a store is opened with (from tally_options, defaults applied). */
+typedef struct store_options {
+	uint32_t cache_entries_max;
+	uint32_t block_cache_mb;
+	int create;
+} store_options;
+
+/* Open the RocksDB store in path. */
+int rocks_open(const char *path, const store_options *o, store **out);
+
+#endif
