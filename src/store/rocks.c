@@ -189,48 +189,58 @@ static int options_create(rocks *r, const store_options *so)
 
 /* ---- open, format, close ------------------------------------------------ */
 
-static int format_check(rocks *r)
+/* Read a one-byte meta key into buf (up to cap bytes). *len is set to 0
+ * when the key is absent; a longer value is corrupt. */
+static int meta_get(rocks *r, uint8_t tag, uint8_t *buf, size_t cap,
+                    size_t *len)
 {
-	const uint8_t key = META_FORMAT;
 	char *err = NULL;
-	size_t len = 0;
 	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[CF_META],
-	                           (const char *)&key, 1, &len, &err);
+	                           (const char *)&tag, 1, len, &err);
+	int rc = TALLY_OK;
 
 	if (err)
 		return rocks_err(err);
 	if (val == NULL) {
-		const uint8_t fmt = ROCKS_FORMAT;
-
-		rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META],
-		               (const char *)&key, 1, (const char *)&fmt, 1, &err);
-		return err ? rocks_err(err) : TALLY_OK;
+		*len = 0;
+		return TALLY_OK;
 	}
-	int ok = len == 1 && (uint8_t)val[0] == ROCKS_FORMAT;
+	if (*len > cap || *len == 0)
+		rc = TALLY_ECORRUPT;
+	else
+		memcpy(buf, val, *len);
 	rocksdb_free(val);
-	return ok ? TALLY_OK : TALLY_EVERSION;
+	return rc;
+}
+
+static int format_check(rocks *r)
+{
+	const uint8_t key = META_FORMAT, fmt = ROCKS_FORMAT;
+	uint8_t val[1];
+	char *err = NULL;
+	size_t len;
+	int rc = meta_get(r, META_FORMAT, val, sizeof val, &len);
+
+	if (rc != TALLY_OK)
+		return rc == TALLY_ECORRUPT ? TALLY_EVERSION : rc;
+	if (len == 1)
+		return val[0] == ROCKS_FORMAT ? TALLY_OK : TALLY_EVERSION;
+	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
+	               (const char *)&fmt, 1, &err);
+	return err ? rocks_err(err) : TALLY_OK;
 }
 
 static int seq_load(rocks *r)
 {
-	const uint8_t key = META_SEQ;
-	char *err = NULL;
-	size_t len = 0;
-	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[CF_META],
-	                           (const char *)&key, 1, &len, &err);
+	uint8_t val[8];
+	size_t len;
+	int rc = meta_get(r, META_SEQ, val, sizeof val, &len);
 
-	if (err)
-		return rocks_err(err);
-	r->seq = 0;
-	if (val != NULL) {
-		int ok = len == 8;
-
-		if (ok)
-			r->seq = be64_get((const uint8_t *)val);
-		rocksdb_free(val);
-		if (!ok)
-			return TALLY_ECORRUPT;
-	}
+	if (rc != TALLY_OK)
+		return rc;
+	if (len != 0 && len != sizeof val)
+		return TALLY_ECORRUPT;
+	r->seq = len ? be64_get(val) : 0;
 	atomic_store(&r->st_seq, r->seq);
 	return TALLY_OK;
 }
