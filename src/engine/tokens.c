@@ -84,8 +84,9 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
 
 	if (len == 0 || len > TALLY_ID_MAX)
 		return -1;
-	if (expiry_ms > eng_now_ms())
-		tokens_remember(&t->tok, tok, len, result, expiry_ms);
+	/* Expired ones too: they answer nothing (tokens_find checks the
+	 * expiry) but the committer's purge then deletes them from the store. */
+	tokens_remember(&t->tok, tok, len, result, expiry_ms);
 	return 0;
 }
 
