@@ -490,8 +490,10 @@ static int state_load(tally *t)
 	store_loader l = { t, schema_load_type, schema_load_ctype, tokens_load };
 	int rc = t->st->vt->load(t->st, &l);
 
-	if (rc == TALLY_OK)
+	if (rc == TALLY_OK) {
 		tokens_sort(&t->tok);
+		schema_loaded(&t->sch);
+	}
 	return rc;
 }
 

@@ -132,6 +132,8 @@ extern const store_loader schema_loader_proto;
 int schema_load_type(void *arg, const char *name, size_t len, uint16_t id,
                      int mode);
 int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id);
+/* After loading: order the types by id. */
+void schema_loaded(schema *s);
 /* Look a counting type up; TALLY_ENOTYPE if unknown. */
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode);
 /* Look a content type up: TALLY_ENOTFOUND if it was never written. */

@@ -139,6 +139,27 @@ int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id)
 	return ctype_insert(&t->sch, name, len, id) ? -1 : 0;
 }
 
+static int by_id(const void *a, const void *b)
+{
+	const eng_type *x = a, *y = b;
+
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The store hands types over in name order; the list is kept in id order
+ * (built-ins first), and the name index follows it. */
+void schema_loaded(schema *s)
+{
+	qsort(s->type_list, s->type_count, sizeof s->type_list[0], by_id);
+	for (size_t i = 0; i < s->type_count; i++) {
+		const eng_type *ty = &s->type_list[i];
+		size_t *idx = hmap_get(s->types, ty->name, strlen(ty->name));
+
+		assert(idx != NULL);
+		*idx = i;
+	}
+}
+
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode)
 {
 	int rc = schema_name_check(name);

@@ -1,0 +1,2588 @@
+/* test_engine.c: black-box tests of the public libtally API (tally.h), one
+ * test per behaviour, named for it. Each test gets a fresh database in its
+ * own temporary folder (mkdtemp under /tmp), removed afterwards with nftw.
+ *
+ * Only tally.h is used: these tests hold the implementation to the contract
+ * the header documents, not to its internals. Threads and write callbacks
+ * never call cmocka assertions (cmocka unwinds with longjmp on the test's own
+ * thread); they record what they saw and the test thread checks it. */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700 /* nftw, FTW_DEPTH, FTW_PHYS */
+#endif
+
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tally.h"
+
+/* ------------------------------------------------------------------------
+ * Assertion helpers: they print error codes as their names' descriptions
+ * and int64 values signed (cmocka's own print them as unsigned).
+ * --------------------------------------------------------------------- */
+
+#define CHECK_RC(expr, want)                                                \
+	do {                                                                \
+		int rc_ = (expr);                                           \
+		int want_ = (want);                                         \
+		if (rc_ != want_)                                           \
+			fail_msg("%s:%d: %s returned %d (%s), want %d (%s)",  \
+			         __FILE__, __LINE__, #expr, rc_,              \
+			         tally_strerror(rc_), want_,                  \
+			         tally_strerror(want_));                      \
+	} while (0)
+
+#define CHECK_OK(expr) CHECK_RC(expr, TALLY_OK)
+
+#define CHECK_I64(got, want)                                                \
+	do {                                                                \
+		int64_t g_ = (int64_t)(got);                                \
+		int64_t w_ = (int64_t)(want);                               \
+		if (g_ != w_)                                               \
+			fail_msg("%s:%d: %s = %" PRId64 ", want %" PRId64,    \
+			         __FILE__, __LINE__, #got, g_, w_);           \
+	} while (0)
+
+#define CHECK_U64(got, want)                                                \
+	do {                                                                \
+		uint64_t g_ = (uint64_t)(got);                              \
+		uint64_t w_ = (uint64_t)(want);                             \
+		if (g_ != w_)                                               \
+			fail_msg("%s:%d: %s = %" PRIu64 ", want %" PRIu64,    \
+			         __FILE__, __LINE__, #got, g_, w_);           \
+	} while (0)
+
+#define CHECK_STR(got, want)                                                \
+	do {                                                                \
+		const char *g_ = (got);                                     \
+		const char *w_ = (want);                                    \
+		if (strcmp(g_, w_) != 0)                                    \
+			fail_msg("%s:%d: %s = \"%s\", want \"%s\"", __FILE__, \
+			         __LINE__, #got, g_, w_);                     \
+	} while (0)
+
+#define CHECK_TRUE(cond)                                                    \
+	do {                                                                \
+		if (!(cond))                                                \
+			fail_msg("%s:%d: expected %s", __FILE__, __LINE__,    \
+			         #cond);                                      \
+	} while (0)
+
+/* ------------------------------------------------------------------------
+ * Fixture: a fresh folder and an open handle per test.
+ * --------------------------------------------------------------------- */
+
+struct fx {
+	char dir[128];      /* temporary root, removed by the teardown */
+	char db[192];       /* dir/db: the database folder */
+	tally_options opts; /* options of the current handle */
+	tally *t;
+};
+
+static int rm_entry(const char *path, const struct stat *sb, int flag,
+                    struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 ? 0 : -1;
+}
+
+static void rm_tree(const char *dir)
+{
+	(void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/tally-test-XXXXXX");
+	if (mkdtemp(f->dir) == NULL) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->db, sizeof(f->db), "%s/db", f->dir);
+	int rc = tally_open(f->db, &f->opts, &f->t);
+	if (rc != TALLY_OK) {
+		print_error("tally_open(%s): %d (%s)\n", f->db, rc,
+		            tally_strerror(rc));
+		rm_tree(f->dir);
+		free(f);
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+	if (f == NULL)
+		return 0;
+	tally_closep(&f->t);
+	rm_tree(f->dir);
+	free(f);
+	*state = NULL;
+	return 0;
+}
+
+/* Close and open again with the same options. */
+static void fx_reopen(struct fx *f)
+{
+	tally_closep(&f->t);
+	assert_null(f->t);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	assert_non_null(f->t);
+}
+
+/* Close and open again with other options. */
+static void fx_reopen_with(struct fx *f, const tally_options *opts)
+{
+	f->opts = *opts;
+	fx_reopen(f);
+}
+
+static tally_event ev_of(const char *ctype, const char *ktype,
+                         uint64_t content, uint64_t member)
+{
+	tally_event ev;
+	memset(&ev, 0, sizeof(ev));
+	ev.ctype = ctype;
+	ev.ktype = ktype;
+	ev.content = content;
+	ev.member = member;
+	return ev;
+}
+
+static tally_write write_incrby(const void *key, size_t key_len,
+                                int64_t delta)
+{
+	tally_write w;
+	memset(&w, 0, sizeof(w));
+	w.kind = TALLY_W_INCRBY;
+	w.key = key;
+	w.key_len = key_len;
+	w.value = delta;
+	return w;
+}
+
+static int64_t count_of(tally *t, const char *ctype, const char *ktype,
+                        uint64_t content)
+{
+	int64_t c = INT64_MIN;
+	CHECK_OK(tally_count(t, ctype, ktype, content, &c));
+	return c;
+}
+
+static int64_t get_of(tally *t, const char *key)
+{
+	int64_t v = INT64_MIN;
+	CHECK_OK(tally_get(t, key, strlen(key), &v));
+	return v;
+}
+
+/* tally_add that must succeed; returns the count after. */
+static int64_t add_ok(tally *t, const tally_event *ev)
+{
+	int64_t c = INT64_MIN;
+	CHECK_OK(tally_add(t, ev, &c));
+	return c;
+}
+
+static int64_t remove_ok(tally *t, const tally_event *ev)
+{
+	int64_t c = INT64_MIN;
+	CHECK_OK(tally_remove(t, ev, &c));
+	return c;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every entry of tally_recent(), paged with `before`, newest first.
+ * Returns a malloc'ed array (free it) and its length in *n. */
+static tally_entry *recent_all(tally *t, const char *ctype, const char *ktype,
+                               uint64_t content, size_t page, size_t *n)
+{
+	size_t cap = 64, len = 0;
+	tally_entry *all = malloc(cap * sizeof(*all));
+	tally_entry *buf = malloc(page * sizeof(*buf));
+	assert_non_null(all);
+	assert_non_null(buf);
+	uint64_t before = 0;
+	for (;;) {
+		size_t got = SIZE_MAX;
+		CHECK_OK(tally_recent(t, ctype, ktype, content, page, before,
+		                      buf, &got));
+		CHECK_TRUE(got <= page);
+		if (len + got > cap) {
+			while (len + got > cap)
+				cap *= 2;
+			all = realloc(all, cap * sizeof(*all));
+			assert_non_null(all);
+		}
+		memcpy(all + len, buf, got * sizeof(*buf));
+		len += got;
+		if (got < page)
+			break;
+		before = buf[got - 1].seq;
+	}
+	free(buf);
+	*n = len;
+	return all;
+}
+
+/* ------------------------------------------------------------------------
+ * Counting events
+ * --------------------------------------------------------------------- */
+
+static void test_like_twice_counts_once(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 42, 7);
+
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	CHECK_I64(count_of(f->t, "article", "like", 42), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 42, 7, NULL));
+
+	ev.member = 8;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	CHECK_I64(count_of(f->t, "article", "like", 42), 2);
+	/* Another object is untouched. */
+	CHECK_I64(count_of(f->t, "article", "like", 43), 0);
+}
+
+static void test_remove_of_non_member_is_noop(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 1, 5);
+
+	/* On an object with no events at all. */
+	CHECK_I64(remove_ok(f->t, &ev), 0);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 0);
+	CHECK_RC(tally_has(f->t, "article", "like", 1, 5, NULL),
+	         TALLY_ENOTFOUND);
+
+	ev.member = 1;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.member = 2;
+	CHECK_I64(remove_ok(f->t, &ev), 1);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 1, NULL));
+	CHECK_RC(tally_has(f->t, "article", "like", 1, 2, NULL),
+	         TALLY_ENOTFOUND);
+
+	/* Removing the member, then removing it again. */
+	ev.member = 1;
+	CHECK_I64(remove_ok(f->t, &ev), 0);
+	CHECK_I64(remove_ok(f->t, &ev), 0);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 0);
+	CHECK_RC(tally_has(f->t, "article", "like", 1, 1, NULL),
+	         TALLY_ENOTFOUND);
+}
+
+static void test_total_type_adds_and_subtracts_delta(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 9, 3);
+
+	ev.delta = 0; /* 0 means 1 */
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.delta = 5;
+	CHECK_I64(add_ok(f->t, &ev), 6);
+	ev.member = 4; /* the same member or another: a total adds anyway */
+	ev.delta = 1;
+	CHECK_I64(add_ok(f->t, &ev), 7);
+	ev.delta = 2;
+	CHECK_I64(remove_ok(f->t, &ev), 5);
+	ev.delta = 0;
+	CHECK_I64(remove_ok(f->t, &ev), 4);
+	CHECK_I64(count_of(f->t, "article", "view", 9), 4);
+	/* Other counting types of the same object are untouched. */
+	CHECK_I64(count_of(f->t, "article", "read", 9), 0);
+	CHECK_I64(count_of(f->t, "article", "like", 9), 0);
+}
+
+/* Completion record of a handful of async writes. */
+#define BATCH_OPS 5
+struct batch_rec {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+	int calls[BATCH_OPS];
+	int errs[BATCH_OPS];
+	int64_t results[BATCH_OPS];
+};
+
+struct batch_arg {
+	struct batch_rec *rec;
+	int idx;
+};
+
+static void batch_cb(void *arg, int err, int64_t result)
+{
+	struct batch_arg *a = arg;
+	pthread_mutex_lock(&a->rec->mu);
+	a->rec->calls[a->idx]++;
+	a->rec->errs[a->idx] = err;
+	a->rec->results[a->idx] = result;
+	a->rec->done++;
+	pthread_cond_broadcast(&a->rec->cv);
+	pthread_mutex_unlock(&a->rec->mu);
+}
+
+/* Waits until *done (guarded by mu) reaches target; 0 on time-out. */
+static int wait_done(pthread_mutex_t *mu, pthread_cond_t *cv,
+                     const long *done, long target, int timeout_s)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_s;
+	int ok = 1;
+	pthread_mutex_lock(mu);
+	while (*done < target) {
+		if (pthread_cond_timedwait(cv, mu, &until) == ETIMEDOUT) {
+			ok = *done >= target;
+			break;
+		}
+	}
+	pthread_mutex_unlock(mu);
+	return ok;
+}
+
+/* Queues five ADD/REMOVE writes of one member without waiting, waits for
+ * all five callbacks and checks their results. */
+static void run_batch(tally *t, uint64_t content, const int *kinds,
+                      const int64_t *want)
+{
+	/* Heap, and leaked on a time-out, so a late callback never writes
+	 * into a dead stack frame. */
+	struct batch_rec *rec = calloc(1, sizeof(*rec));
+	struct batch_arg *args = calloc(BATCH_OPS, sizeof(*args));
+	assert_non_null(rec);
+	assert_non_null(args);
+	pthread_mutex_init(&rec->mu, NULL);
+	pthread_cond_init(&rec->cv, NULL);
+	for (int i = 0; i < BATCH_OPS; i++) {
+		tally_write w;
+		memset(&w, 0, sizeof(w));
+		w.kind = kinds[i];
+		w.event = ev_of("article", "like", content, 3);
+		args[i].rec = rec;
+		args[i].idx = i;
+		CHECK_OK(tally_write_async(t, &w, batch_cb, &args[i]));
+	}
+	long done = 0;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&rec->mu);
+	while (rec->done < BATCH_OPS &&
+	       pthread_cond_timedwait(&rec->cv, &rec->mu, &until) == 0) {
+	}
+	done = rec->done;
+	pthread_mutex_unlock(&rec->mu);
+	if (done < BATCH_OPS)
+		fail_msg("only %ld of %d callbacks ran within 60 s", done,
+		         BATCH_OPS);
+	for (int i = 0; i < BATCH_OPS; i++) {
+		CHECK_I64(rec->calls[i], 1);
+		CHECK_RC(rec->errs[i], TALLY_OK);
+		if (rec->results[i] != want[i])
+			fail_msg("write %d (%s) of the batch: result %" PRId64
+			         ", want %" PRId64, i,
+			         kinds[i] == TALLY_W_ADD ? "add" : "remove",
+			         rec->results[i], want[i]);
+	}
+	pthread_mutex_destroy(&rec->mu);
+	pthread_cond_destroy(&rec->cv);
+	free(args);
+	free(rec);
+}
+
+static void test_async_batch_add_remove_same_member_ends_right(void **state)
+{
+	struct fx *f = *state;
+	static const int alt[BATCH_OPS] = {TALLY_W_ADD, TALLY_W_REMOVE,
+	                                   TALLY_W_ADD, TALLY_W_REMOVE,
+	                                   TALLY_W_ADD};
+	static const int64_t alt_want[BATCH_OPS] = {1, 0, 1, 0, 1};
+	run_batch(f->t, 1, alt, alt_want);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 3, NULL));
+
+	/* Every change is an event of the log, removes included, newest
+	 * first. */
+	size_t n = 0;
+	tally_entry *e = recent_all(f->t, "article", "like", 1, 100, &n);
+	CHECK_U64(n, 5);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_U64(e[i].member, 3);
+		CHECK_I64(e[i].delta, i % 2 == 0 ? 1 : -1);
+		if (i > 0)
+			CHECK_TRUE(e[i].seq < e[i - 1].seq);
+	}
+	free(e);
+
+	/* No-ops inside one batch: add, add, remove, remove, add. */
+	static const int noop[BATCH_OPS] = {TALLY_W_ADD, TALLY_W_ADD,
+	                                    TALLY_W_REMOVE, TALLY_W_REMOVE,
+	                                    TALLY_W_ADD};
+	static const int64_t noop_want[BATCH_OPS] = {1, 1, 0, 0, 1};
+	run_batch(f->t, 2, noop, noop_want);
+	CHECK_I64(count_of(f->t, "article", "like", 2), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 3, NULL));
+}
+
+/* ------------------------------------------------------------------------
+ * Named counters
+ * --------------------------------------------------------------------- */
+
+static void test_incrby_overflow_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	const char *k = "ovf";
+	int64_t v = 0;
+
+	CHECK_OK(tally_set(f->t, k, 3, INT64_MAX - 1));
+	CHECK_RC(tally_incrby(f->t, k, 3, 2, &v), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, k), INT64_MAX - 1);
+	CHECK_RC(tally_incrby(f->t, k, 3, INT64_MAX, NULL), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, k), INT64_MAX - 1);
+
+	/* The same through the other write paths. */
+	tally_write w = write_incrby(k, 3, 2);
+	CHECK_RC(tally_write_sync(f->t, &w, NULL), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, k), INT64_MAX - 1);
+	CHECK_RC(tally_counter_add(f->t, k, 3, 2), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, k), INT64_MAX - 1);
+
+	/* Reaching the limit exactly is fine; one more is not. */
+	CHECK_OK(tally_incrby(f->t, k, 3, 1, &v));
+	CHECK_I64(v, INT64_MAX);
+	CHECK_RC(tally_incrby(f->t, k, 3, 1, &v), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, k), INT64_MAX);
+
+	/* A failed write did not disturb later ones. */
+	CHECK_OK(tally_incrby(f->t, k, 3, -5, &v));
+	CHECK_I64(v, INT64_MAX - 5);
+}
+
+static void test_incrby_int64_min_on_negative_refused(void **state)
+{
+	struct fx *f = *state;
+	int64_t v = 0;
+
+	CHECK_OK(tally_set(f->t, "neg", 3, -1));
+	CHECK_RC(tally_incrby(f->t, "neg", 3, INT64_MIN, &v), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, "neg"), -1);
+
+	/* A missing counter starts from 0: INT64_MIN fits, then -1 does
+	 * not. */
+	CHECK_OK(tally_incrby(f->t, "min", 3, INT64_MIN, &v));
+	CHECK_I64(v, INT64_MIN);
+	CHECK_RC(tally_incrby(f->t, "min", 3, -1, &v), TALLY_EOVERFLOW);
+	CHECK_I64(get_of(f->t, "min"), INT64_MIN);
+
+	/* From a positive value INT64_MIN is fine. */
+	CHECK_OK(tally_set(f->t, "pos", 3, 1));
+	CHECK_OK(tally_incrby(f->t, "pos", 3, INT64_MIN, &v));
+	CHECK_I64(v, INT64_MIN + 1);
+	CHECK_OK(tally_incrby(f->t, "pos", 3, INT64_MAX, &v));
+	CHECK_I64(v, 0);
+}
+
+static void test_total_type_overflow_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 5, 1);
+	int64_t c = 0;
+
+	ev.delta = INT64_MAX - 1;
+	CHECK_I64(add_ok(f->t, &ev), INT64_MAX - 1);
+	ev.delta = 2;
+	CHECK_RC(tally_add(f->t, &ev, &c), TALLY_EOVERFLOW);
+	CHECK_I64(count_of(f->t, "article", "view", 5), INT64_MAX - 1);
+	/* The refused event is not in the log either. */
+	size_t n = 0;
+	tally_entry *e = recent_all(f->t, "article", "view", 5, 10, &n);
+	CHECK_U64(n, 1);
+	CHECK_I64(e[0].delta, INT64_MAX - 1);
+	free(e);
+	ev.delta = 1;
+	CHECK_I64(add_ok(f->t, &ev), INT64_MAX);
+}
+
+static void test_set_get_del_semantics(void **state)
+{
+	struct fx *f = *state;
+	int64_t v = 42;
+	int existed = -1;
+
+	/* Missing counter: ENOTFOUND and *out 0. */
+	CHECK_RC(tally_get(f->t, "k", 1, &v), TALLY_ENOTFOUND);
+	CHECK_I64(v, 0);
+
+	CHECK_OK(tally_set(f->t, "k", 1, 5));
+	CHECK_I64(get_of(f->t, "k"), 5);
+	CHECK_OK(tally_set(f->t, "k", 1, -9));
+	CHECK_I64(get_of(f->t, "k"), -9);
+	CHECK_OK(tally_set(f->t, "k", 1, INT64_MIN));
+	CHECK_I64(get_of(f->t, "k"), INT64_MIN);
+	CHECK_OK(tally_set(f->t, "k", 1, 0)); /* 0 is a value, not a delete */
+	CHECK_I64(get_of(f->t, "k"), 0);
+
+	CHECK_OK(tally_del(f->t, "k", 1, &existed));
+	CHECK_I64(existed, 1);
+	v = 42;
+	CHECK_RC(tally_get(f->t, "k", 1, &v), TALLY_ENOTFOUND);
+	CHECK_I64(v, 0);
+	existed = -1;
+	CHECK_OK(tally_del(f->t, "k", 1, &existed));
+	CHECK_I64(existed, 0);
+	CHECK_OK(tally_del(f->t, "k", 1, NULL));
+
+	/* After a delete INCRBY starts from 0 again. */
+	CHECK_OK(tally_incrby(f->t, "k", 1, 3, &v));
+	CHECK_I64(v, 3);
+
+	/* The write kinds through tally_write_sync. */
+	tally_write w;
+	int64_t r = -1;
+	memset(&w, 0, sizeof(w));
+	w.kind = TALLY_W_SET;
+	w.key = "s";
+	w.key_len = 1;
+	w.value = 77;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 77);
+	CHECK_I64(get_of(f->t, "s"), 77);
+	w = write_incrby("s", 1, -7);
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 70);
+	memset(&w, 0, sizeof(w));
+	w.kind = TALLY_W_DEL;
+	w.key = "s";
+	w.key_len = 1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 0);
+	CHECK_RC(tally_get(f->t, "s", 1, &v), TALLY_ENOTFOUND);
+}
+
+static void test_mget_missing_key_found_zero(void **state)
+{
+	struct fx *f = *state;
+	CHECK_OK(tally_set(f->t, "a", 1, 1));
+	CHECK_OK(tally_set(f->t, "c", 1, -3));
+
+	const void *keys[4] = {"a", "b", "c", "a"};
+	size_t lens[4] = {1, 1, 1, 1};
+	int64_t vals[4] = {99, 99, 99, 99};
+	int found[4] = {7, 7, 7, 7};
+	CHECK_OK(tally_mget(f->t, keys, lens, 4, vals, found));
+	CHECK_I64(vals[0], 1);
+	CHECK_I64(vals[1], 0);
+	CHECK_I64(vals[2], -3);
+	CHECK_I64(vals[3], 1);
+	CHECK_I64(found[0], 1);
+	CHECK_I64(found[1], 0);
+	CHECK_I64(found[2], 1);
+	CHECK_I64(found[3], 1);
+
+	/* found may be NULL. */
+	vals[1] = 99;
+	CHECK_OK(tally_mget(f->t, keys, lens, 3, vals, NULL));
+	CHECK_I64(vals[0], 1);
+	CHECK_I64(vals[1], 0);
+	CHECK_I64(vals[2], -3);
+
+	/* A deleted counter reads as missing. */
+	CHECK_OK(tally_del(f->t, "a", 1, NULL));
+	CHECK_OK(tally_mget(f->t, keys, lens, 1, vals, found));
+	CHECK_I64(vals[0], 0);
+	CHECK_I64(found[0], 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Idempotency
+ * --------------------------------------------------------------------- */
+
+static void test_idempotent_add_retry_returns_first_result(void **state)
+{
+	struct fx *f = *state;
+
+	/* Total type: a retried token must not add twice. */
+	tally_event ev = ev_of("article", "view", 1, 5);
+	ev.delta = 5;
+	ev.id = "tok-view";
+	ev.id_len = 8;
+	CHECK_I64(add_ok(f->t, &ev), 5);
+	CHECK_I64(add_ok(f->t, &ev), 5);
+	CHECK_I64(count_of(f->t, "article", "view", 1), 5);
+	ev.id = NULL;
+	ev.id_len = 0;
+	CHECK_I64(add_ok(f->t, &ev), 10); /* no token: counts */
+	ev.id = "tok-view";
+	ev.id_len = 8;
+	CHECK_I64(add_ok(f->t, &ev), 5); /* the first result, still */
+	CHECK_I64(count_of(f->t, "article", "view", 1), 10);
+
+	/* Unique type: the retry must not put the member back in. */
+	tally_event like = ev_of("article", "like", 1, 1);
+	like.id = "tok-like";
+	like.id_len = 8;
+	CHECK_I64(add_ok(f->t, &like), 1);
+	tally_event rm = ev_of("article", "like", 1, 1);
+	CHECK_I64(remove_ok(f->t, &rm), 0);
+	CHECK_I64(add_ok(f->t, &like), 1);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 0);
+	CHECK_RC(tally_has(f->t, "article", "like", 1, 1, NULL),
+	         TALLY_ENOTFOUND);
+
+	/* A remove with a token, retried after the member came back. */
+	tally_event add2 = ev_of("article", "like", 1, 2);
+	CHECK_I64(add_ok(f->t, &add2), 1);
+	tally_event rm2 = add2;
+	rm2.id = "tok-rm";
+	rm2.id_len = 6;
+	CHECK_I64(remove_ok(f->t, &rm2), 0);
+	CHECK_I64(add_ok(f->t, &add2), 1);
+	CHECK_I64(remove_ok(f->t, &rm2), 0);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 2, NULL));
+	CHECK_I64(count_of(f->t, "article", "like", 1), 1);
+
+	/* Tokens are any bytes: a 128-byte binary token with NULs. */
+	unsigned char tok[TALLY_ID_MAX];
+	for (size_t i = 0; i < sizeof(tok); i++)
+		tok[i] = (unsigned char)(i * 3);
+	tally_event bin = ev_of("article", "view", 2, 9);
+	bin.id = tok;
+	bin.id_len = sizeof(tok);
+	CHECK_I64(add_ok(f->t, &bin), 1);
+	CHECK_I64(add_ok(f->t, &bin), 1);
+	bin.id_len = sizeof(tok) - 1; /* a prefix is another token */
+	CHECK_I64(add_ok(f->t, &bin), 2);
+	CHECK_I64(count_of(f->t, "article", "view", 2), 2);
+}
+
+static void test_idempotent_incrby_retry_returns_first_result(void **state)
+{
+	struct fx *f = *state;
+	int64_t r = -1;
+
+	tally_write w = write_incrby("k", 1, 10);
+	w.id = "inc-1";
+	w.id_len = 5;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 10);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 10);
+	CHECK_I64(get_of(f->t, "k"), 10);
+
+	int64_t v = 0;
+	CHECK_OK(tally_incrby(f->t, "k", 1, 1, &v));
+	CHECK_I64(v, 11);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 10);
+	CHECK_I64(get_of(f->t, "k"), 11);
+
+	/* Another token applies. */
+	w.id = "inc-2";
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 21);
+	CHECK_I64(get_of(f->t, "k"), 21);
+}
+
+static void test_idempotency_token_survives_reopen(void **state)
+{
+	struct fx *f = *state;
+	int64_t r = -1;
+
+	tally_event ev = ev_of("article", "view", 7, 1);
+	ev.delta = 3;
+	ev.id = "persist-add";
+	ev.id_len = 11;
+	CHECK_I64(add_ok(f->t, &ev), 3);
+
+	tally_event like = ev_of("article", "like", 7, 4);
+	like.id = "persist-like";
+	like.id_len = 12;
+	CHECK_I64(add_ok(f->t, &like), 1);
+
+	tally_write w = write_incrby("k", 1, 7);
+	w.id = "persist-inc";
+	w.id_len = 11;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 7);
+
+	/* Take the member out so a replay of the like would show. */
+	tally_event rm = ev_of("article", "like", 7, 4);
+	CHECK_I64(remove_ok(f->t, &rm), 0);
+
+	fx_reopen(f);
+
+	CHECK_I64(add_ok(f->t, &ev), 3);
+	CHECK_I64(count_of(f->t, "article", "view", 7), 3);
+	CHECK_I64(add_ok(f->t, &like), 1);
+	CHECK_I64(count_of(f->t, "article", "like", 7), 0);
+	CHECK_RC(tally_has(f->t, "article", "like", 7, 4, NULL),
+	         TALLY_ENOTFOUND);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 7);
+	CHECK_I64(get_of(f->t, "k"), 7);
+
+	/* New tokens still work after the reopen. */
+	ev.id = "new-token";
+	ev.id_len = 9;
+	CHECK_I64(add_ok(f->t, &ev), 6);
+	CHECK_I64(add_ok(f->t, &ev), 6);
+
+	/* And twice over. */
+	fx_reopen(f);
+	ev.id = "persist-add";
+	ev.id_len = 11;
+	CHECK_I64(add_ok(f->t, &ev), 3);
+	CHECK_I64(count_of(f->t, "article", "view", 7), 6);
+}
+
+/* ------------------------------------------------------------------------
+ * Queries
+ * --------------------------------------------------------------------- */
+
+static int64_t count_at_of(tally *t, const char *ctype, const char *ktype,
+                           uint64_t content, int64_t at_ms)
+{
+	int64_t c = INT64_MIN;
+	CHECK_OK(tally_count_at(t, ctype, ktype, content, at_ms, &c));
+	return c;
+}
+
+static void test_count_at_time(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 1, 1);
+	ev.at_ms = 1000;
+	ev.delta = 1;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.at_ms = 2000;
+	ev.delta = 2;
+	CHECK_I64(add_ok(f->t, &ev), 3);
+	ev.at_ms = 3000;
+	ev.delta = 3;
+	CHECK_I64(add_ok(f->t, &ev), 6);
+
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 1), 0);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 999), 0);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 1000), 1);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 1999), 1);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 2000), 3);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 2999), 3);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, 3000), 6);
+	CHECK_I64(count_at_of(f->t, "article", "view", 1, TALLY_AT_MS_MAX), 6);
+
+	/* Unique type, a remove included. */
+	tally_event l = ev_of("article", "like", 1, 1);
+	l.at_ms = 1000;
+	CHECK_I64(add_ok(f->t, &l), 1);
+	l.member = 2;
+	l.at_ms = 2000;
+	CHECK_I64(add_ok(f->t, &l), 2);
+	l.member = 1;
+	l.at_ms = 3000;
+	CHECK_I64(remove_ok(f->t, &l), 1);
+	CHECK_I64(count_at_of(f->t, "article", "like", 1, 999), 0);
+	CHECK_I64(count_at_of(f->t, "article", "like", 1, 1000), 1);
+	CHECK_I64(count_at_of(f->t, "article", "like", 1, 2500), 2);
+	CHECK_I64(count_at_of(f->t, "article", "like", 1, 3000), 1);
+	CHECK_I64(count_at_of(f->t, "article", "like", 1, 4000), 1);
+
+	/* An object with no events, and one stamped "now". */
+	CHECK_I64(count_at_of(f->t, "article", "view", 2, TALLY_AT_MS_MAX), 0);
+	tally_event now = ev_of("article", "view", 3, 1);
+	CHECK_I64(add_ok(f->t, &now), 1);
+	CHECK_I64(count_at_of(f->t, "article", "view", 3, 1), 0);
+	CHECK_I64(count_at_of(f->t, "article", "view", 3, TALLY_AT_MS_MAX), 1);
+	CHECK_I64(count_at_of(f->t, "article", "view", 3, now_ms() + 60000), 1);
+}
+
+static void test_recent_newest_first_paged(void **state)
+{
+	struct fx *f = *state;
+	int64_t t0 = now_ms();
+	for (uint64_t m = 1; m <= 25; m++) {
+		tally_event ev = ev_of("article", "like", 9, m);
+		CHECK_I64(add_ok(f->t, &ev), (int64_t)m);
+	}
+	int64_t t1 = now_ms();
+
+	tally_entry full[TALLY_PAGE_MAX];
+	size_t n = 0;
+	CHECK_OK(tally_recent(f->t, "article", "like", 9, TALLY_PAGE_MAX, 0,
+	                      full, &n));
+	CHECK_U64(n, 25);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_U64(full[i].member, 25 - i); /* newest first */
+		CHECK_I64(full[i].delta, 1);
+		CHECK_TRUE(full[i].at_ms >= t0 - 1000);
+		CHECK_TRUE(full[i].at_ms <= t1 + 1000);
+		if (i > 0) {
+			CHECK_TRUE(full[i].seq < full[i - 1].seq);
+			CHECK_TRUE(full[i].at_ms <= full[i - 1].at_ms);
+		}
+	}
+
+	/* Pages of 10: 10 + 10 + 5, then nothing; together the full list. */
+	tally_entry page[10];
+	size_t total = 0, sizes[4] = {10, 10, 5, 0};
+	uint64_t before = 0;
+	for (int p = 0; p < 4; p++) {
+		size_t got = SIZE_MAX;
+		CHECK_OK(tally_recent(f->t, "article", "like", 9, 10, before,
+		                      page, &got));
+		CHECK_U64(got, sizes[p]);
+		for (size_t i = 0; i < got; i++) {
+			CHECK_U64(page[i].seq, full[total + i].seq);
+			CHECK_U64(page[i].member, full[total + i].member);
+			CHECK_I64(page[i].at_ms, full[total + i].at_ms);
+			CHECK_TRUE(before == 0 || page[i].seq < before);
+		}
+		total += got;
+		if (got > 0)
+			before = page[got - 1].seq;
+	}
+	CHECK_U64(total, 25);
+
+	/* limit 1 walks the same list one by one. */
+	before = 0;
+	for (size_t i = 0; i < 25; i++) {
+		size_t got = 0;
+		CHECK_OK(tally_recent(f->t, "article", "like", 9, 1, before,
+		                      page, &got));
+		CHECK_U64(got, 1);
+		CHECK_U64(page[0].seq, full[i].seq);
+		before = page[0].seq;
+	}
+
+	/* An object with no events lists nothing. */
+	size_t none = SIZE_MAX;
+	CHECK_OK(tally_recent(f->t, "article", "like", 10, 10, 0, page, &none));
+	CHECK_U64(none, 0);
+}
+
+static void test_recent_lists_removes_of_unique_type(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 4, 1);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.member = 2;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	ev.member = 1;
+	CHECK_I64(remove_ok(f->t, &ev), 1);
+
+	tally_entry e[10];
+	size_t n = 0;
+	CHECK_OK(tally_recent(f->t, "article", "like", 4, 10, 0, e, &n));
+	CHECK_U64(n, 3);
+	CHECK_U64(e[0].member, 1);
+	CHECK_I64(e[0].delta, -1);
+	CHECK_U64(e[1].member, 2);
+	CHECK_I64(e[1].delta, 1);
+	CHECK_U64(e[2].member, 1);
+	CHECK_I64(e[2].delta, 1);
+
+	/* A total type: adds and removes carry their delta. */
+	tally_event v = ev_of("article", "view", 4, 6);
+	v.delta = 4;
+	CHECK_I64(add_ok(f->t, &v), 4);
+	v.delta = 3;
+	CHECK_I64(remove_ok(f->t, &v), 1);
+	CHECK_OK(tally_recent(f->t, "article", "view", 4, 10, 0, e, &n));
+	CHECK_U64(n, 2);
+	CHECK_I64(e[0].delta, -3);
+	CHECK_I64(e[1].delta, 4);
+}
+
+static void test_anonymous_member_counted_not_listed(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 3, 0);
+	ev.delta = 1;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.member = 5;
+	ev.delta = 2;
+	CHECK_I64(add_ok(f->t, &ev), 3);
+	ev.member = 0;
+	ev.delta = 4;
+	CHECK_I64(add_ok(f->t, &ev), 7);
+	CHECK_I64(count_of(f->t, "article", "view", 3), 7);
+
+	tally_entry e[10];
+	size_t n = 0;
+	CHECK_OK(tally_recent(f->t, "article", "view", 3, 10, 0, e, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(e[0].member, 5);
+	CHECK_I64(e[0].delta, 2);
+}
+
+static void test_has_returns_at_ms_given(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 2, 9);
+	ev.at_ms = 123456789;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	int64_t at = 0;
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 9, &at));
+	CHECK_I64(at, 123456789);
+
+	/* Adding again is a no-op: the time of the first add stays. */
+	ev.at_ms = 999999999;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 9, &at));
+	CHECK_I64(at, 123456789);
+
+	/* Out and in again: the new time. */
+	CHECK_I64(remove_ok(f->t, &ev), 0);
+	CHECK_RC(tally_has(f->t, "article", "like", 2, 9, &at),
+	         TALLY_ENOTFOUND);
+	ev.at_ms = 5555;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 9, &at));
+	CHECK_I64(at, 5555);
+
+	/* The limits of at_ms. */
+	ev.member = 10;
+	ev.at_ms = TALLY_AT_MS_MAX;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 10, &at));
+	CHECK_I64(at, TALLY_AT_MS_MAX);
+	ev.member = 11;
+	ev.at_ms = 1;
+	CHECK_I64(add_ok(f->t, &ev), 3);
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 11, &at));
+	CHECK_I64(at, 1);
+
+	/* 0 means now. */
+	int64_t t0 = now_ms();
+	ev.member = 12;
+	ev.at_ms = 0;
+	CHECK_I64(add_ok(f->t, &ev), 4);
+	int64_t t1 = now_ms();
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 12, &at));
+	CHECK_TRUE(at >= t0 - 1000 && at <= t1 + 1000);
+	/* at_ms may be NULL. */
+	CHECK_OK(tally_has(f->t, "article", "like", 2, 12, NULL));
+}
+
+static void test_has_on_total_type_is_emode(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 2, 4);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	int64_t at = 0;
+	CHECK_RC(tally_has(f->t, "article", "view", 2, 4, &at), TALLY_EMODE);
+	CHECK_RC(tally_has(f->t, "article", "view", 2, 5, NULL), TALLY_EMODE);
+	CHECK_RC(tally_has(f->t, "article", "share", 99, 4, NULL),
+	         TALLY_EMODE);
+}
+
+static void test_history_across_objects_and_ctypes_paged(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 1, 77);
+	ev.at_ms = 1000;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.content = 2;
+	ev.at_ms = 2000;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.ctype = "video";
+	ev.content = UINT64_MAX;
+	ev.at_ms = 3000;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	tally_event view = ev_of("article", "view", 1, 77);
+	view.at_ms = 4000;
+	view.delta = 2;
+	CHECK_I64(add_ok(f->t, &view), 2);
+	tally_event rm = ev_of("article", "like", 2, 77);
+	rm.at_ms = 5000;
+	CHECK_I64(remove_ok(f->t, &rm), 0);
+	/* Another member's events stay out of 77's history. */
+	tally_event other = ev_of("article", "like", 1, 78);
+	CHECK_I64(add_ok(f->t, &other), 2);
+
+	tally_history_entry h[10];
+	size_t n = 0;
+	CHECK_OK(tally_history(f->t, 77, "like", 10, 0, h, &n));
+	CHECK_U64(n, 4);
+	static const struct {
+		const char *ctype;
+		uint64_t content;
+		int64_t at_ms;
+		int64_t delta;
+	} want[4] = {{"article", 2, 5000, -1},
+	             {"video", UINT64_MAX, 3000, 1},
+	             {"article", 2, 2000, 1},
+	             {"article", 1, 1000, 1}};
+	for (size_t i = 0; i < 4; i++) {
+		CHECK_STR(h[i].ctype, want[i].ctype);
+		CHECK_U64(h[i].content, want[i].content);
+		CHECK_I64(h[i].at_ms, want[i].at_ms);
+		CHECK_I64(h[i].delta, want[i].delta);
+		if (i > 0)
+			CHECK_TRUE(h[i].seq < h[i - 1].seq);
+	}
+
+	/* Paged by 3: 3 + 1, then nothing. */
+	tally_history_entry p[3];
+	CHECK_OK(tally_history(f->t, 77, "like", 3, 0, p, &n));
+	CHECK_U64(n, 3);
+	for (size_t i = 0; i < 3; i++)
+		CHECK_U64(p[i].seq, h[i].seq);
+	CHECK_OK(tally_history(f->t, 77, "like", 3, p[2].seq, p, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(p[0].seq, h[3].seq);
+	CHECK_STR(p[0].ctype, "article");
+	CHECK_OK(tally_history(f->t, 77, "like", 3, p[0].seq, p, &n));
+	CHECK_U64(n, 0);
+
+	/* The other counting type. */
+	CHECK_OK(tally_history(f->t, 77, "view", 10, 0, h, &n));
+	CHECK_U64(n, 1);
+	CHECK_STR(h[0].ctype, "article");
+	CHECK_U64(h[0].content, 1);
+	CHECK_I64(h[0].at_ms, 4000);
+	CHECK_I64(h[0].delta, 2);
+
+	/* A member with no events. */
+	CHECK_OK(tally_history(f->t, 79, "like", 10, 0, h, &n));
+	CHECK_U64(n, 0);
+}
+
+static void test_mcount_many_objects(void **state)
+{
+	struct fx *f = *state;
+	for (uint64_t c = 1; c <= 5; c++) {
+		tally_event ev = ev_of("article", "view", c, 1);
+		ev.delta = (int64_t)c;
+		CHECK_I64(add_ok(f->t, &ev), (int64_t)c);
+	}
+	uint64_t contents[6] = {1, 2, 3, 99, 5, 1};
+	int64_t out[6] = {-1, -1, -1, -1, -1, -1};
+	CHECK_OK(tally_mcount(f->t, "article", "view", contents, 6, out));
+	CHECK_I64(out[0], 1);
+	CHECK_I64(out[1], 2);
+	CHECK_I64(out[2], 3);
+	CHECK_I64(out[3], 0);
+	CHECK_I64(out[4], 5);
+	CHECK_I64(out[5], 1);
+}
+
+static void test_counts_returns_every_type(void **state)
+{
+	struct fx *f = *state;
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
+	tally_event ev = ev_of("article", "like", 5, 1);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.member = 2;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	ev.ktype = "view";
+	ev.delta = 5;
+	CHECK_I64(add_ok(f->t, &ev), 5);
+	ev.ktype = "share";
+	ev.delta = 1;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.ktype = "vote";
+	ev.delta = 0;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+
+	tally_type_info types[64];
+	size_t ntypes = 0;
+	CHECK_OK(tally_types(f->t, types, 64, &ntypes));
+	CHECK_U64(ntypes, 14);
+
+	tally_type_count c[64];
+	size_t n = 0;
+	CHECK_OK(tally_counts(f->t, "article", 5, c, 64, &n));
+	CHECK_U64(n, ntypes);
+	for (size_t i = 0; i < n; i++) {
+		CHECK_STR(c[i].ktype, types[i].name);
+		CHECK_I64(c[i].mode, types[i].mode);
+		int64_t want = 0;
+		if (strcmp(c[i].ktype, "like") == 0)
+			want = 2;
+		else if (strcmp(c[i].ktype, "view") == 0)
+			want = 5;
+		else if (strcmp(c[i].ktype, "share") == 0 ||
+		         strcmp(c[i].ktype, "vote") == 0)
+			want = 1;
+		if (c[i].count != want)
+			fail_msg("counts: %s = %" PRId64 ", want %" PRId64,
+			         c[i].ktype, c[i].count, want);
+	}
+
+	/* A small cap: n still tells every type. */
+	tally_type_count small[3];
+	CHECK_OK(tally_counts(f->t, "article", 5, small, 3, &n));
+	CHECK_U64(n, ntypes);
+	for (size_t i = 0; i < 3; i++) {
+		CHECK_STR(small[i].ktype, c[i].ktype);
+		CHECK_I64(small[i].count, c[i].count);
+	}
+
+	/* An object with no events, and an unknown content type: all 0. */
+	CHECK_OK(tally_counts(f->t, "article", 6, c, 64, &n));
+	CHECK_U64(n, ntypes);
+	for (size_t i = 0; i < n; i++)
+		CHECK_I64(c[i].count, 0);
+	CHECK_OK(tally_counts(f->t, "neverseen", 5, c, 64, &n));
+	CHECK_U64(n, ntypes);
+	for (size_t i = 0; i < n; i++)
+		CHECK_I64(c[i].count, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Counting types
+ * --------------------------------------------------------------------- */
+
+static void test_unknown_type_is_enotype(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "nosuch", 1, 1);
+	int64_t c = 0;
+	CHECK_RC(tally_add(f->t, &ev, &c), TALLY_ENOTYPE);
+	CHECK_RC(tally_remove(f->t, &ev, &c), TALLY_ENOTYPE);
+	CHECK_RC(tally_count(f->t, "article", "nosuch", 1, &c), TALLY_ENOTYPE);
+	CHECK_RC(tally_count_at(f->t, "article", "nosuch", 1, 1000, &c),
+	         TALLY_ENOTYPE);
+	uint64_t contents[1] = {1};
+	CHECK_RC(tally_mcount(f->t, "article", "nosuch", contents, 1, &c),
+	         TALLY_ENOTYPE);
+	tally_entry e[4];
+	size_t n = 0;
+	CHECK_RC(tally_recent(f->t, "article", "nosuch", 1, 4, 0, e, &n),
+	         TALLY_ENOTYPE);
+	CHECK_RC(tally_has(f->t, "article", "nosuch", 1, 1, NULL),
+	         TALLY_ENOTYPE);
+	tally_history_entry h[4];
+	CHECK_RC(tally_history(f->t, 1, "nosuch", 4, 0, h, &n), TALLY_ENOTYPE);
+
+	/* Type names are case-sensitive ASCII: "Like" is not "like". */
+	CHECK_RC(tally_count(f->t, "article", "Like", 1, &c), TALLY_ENOTYPE);
+
+	/* Async: refused at once, the callback never runs. */
+	tally_write w;
+	memset(&w, 0, sizeof(w));
+	w.kind = TALLY_W_ADD;
+	w.event = ev;
+	struct batch_rec rec;
+	memset(&rec, 0, sizeof(rec));
+	pthread_mutex_init(&rec.mu, NULL);
+	pthread_cond_init(&rec.cv, NULL);
+	struct batch_arg a = {&rec, 0};
+	CHECK_RC(tally_write_async(f->t, &w, batch_cb, &a), TALLY_ENOTYPE);
+	CHECK_RC(tally_write_sync(f->t, &w, NULL), TALLY_ENOTYPE);
+	/* A write queued after it completes; the refused one never calls. */
+	tally_write ok = write_incrby("x", 1, 1);
+	CHECK_OK(tally_write_sync(f->t, &ok, NULL));
+	pthread_mutex_lock(&rec.mu);
+	int calls = rec.done;
+	pthread_mutex_unlock(&rec.mu);
+	CHECK_I64(calls, 0);
+	pthread_mutex_destroy(&rec.mu);
+	pthread_cond_destroy(&rec.cv);
+}
+
+static int find_type(const tally_type_info *types, size_t n,
+                     const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(types[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static void test_type_add_then_use_survives_reopen(void **state)
+{
+	struct fx *f = *state;
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
+	CHECK_OK(tally_type_add(f->t, "score", TALLY_MODE_TOTAL));
+
+	tally_event ev = ev_of("article", "vote", 1, 1);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	CHECK_I64(add_ok(f->t, &ev), 1); /* unique */
+	tally_event sc = ev_of("article", "score", 1, 1);
+	sc.delta = 10;
+	CHECK_I64(add_ok(f->t, &sc), 10);
+	CHECK_I64(add_ok(f->t, &sc), 20); /* total */
+	CHECK_RC(tally_has(f->t, "article", "score", 1, 1, NULL), TALLY_EMODE);
+
+	tally_type_info before[64], after[64];
+	size_t nb = 0, na = 0;
+	CHECK_OK(tally_types(f->t, before, 64, &nb));
+	CHECK_U64(nb, 15);
+	for (size_t i = 1; i < nb; i++)
+		CHECK_TRUE(before[i].id > before[i - 1].id);
+	int iv = find_type(before, nb, "vote");
+	int is = find_type(before, nb, "score");
+	CHECK_TRUE(iv >= 13 && is >= 13); /* built-in first */
+	CHECK_I64(before[iv].mode, TALLY_MODE_UNIQUE);
+	CHECK_I64(before[is].mode, TALLY_MODE_TOTAL);
+
+	fx_reopen(f);
+
+	CHECK_OK(tally_types(f->t, after, 64, &na));
+	CHECK_U64(na, nb);
+	/* Still built-in first, then by id. */
+	for (size_t i = 1; i < na; i++)
+		if (after[i].id <= after[i - 1].id)
+			fail_msg("after reopen, tally_types lists %s (id %u) "
+			         "after %s (id %u)", after[i].name,
+			         (unsigned)after[i].id, after[i - 1].name,
+			         (unsigned)after[i - 1].id);
+	for (size_t i = 0; i < na; i++) {
+		CHECK_STR(after[i].name, before[i].name);
+		CHECK_I64(after[i].mode, before[i].mode);
+		CHECK_U64(after[i].id, before[i].id); /* stable ids */
+	}
+	CHECK_I64(count_of(f->t, "article", "vote", 1), 1);
+	CHECK_OK(tally_has(f->t, "article", "vote", 1, 1, NULL));
+	CHECK_I64(count_of(f->t, "article", "score", 1), 20);
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
+	CHECK_RC(tally_type_add(f->t, "vote", TALLY_MODE_TOTAL),
+	         TALLY_ETYPEEXISTS);
+	ev.member = 2;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+
+	/* A type added after the reopen gets a new id. */
+	CHECK_OK(tally_type_add(f->t, "rating", TALLY_MODE_TOTAL));
+	CHECK_OK(tally_types(f->t, after, 64, &na));
+	CHECK_U64(na, 16);
+	int ir = find_type(after, na, "rating");
+	CHECK_TRUE(ir >= 13);
+	for (size_t i = 0; i < na; i++)
+		if ((int)i != ir)
+			CHECK_TRUE(after[i].id != after[ir].id);
+}
+
+static void test_type_add_same_mode_ok_other_mode_exists(void **state)
+{
+	struct fx *f = *state;
+	size_t n = 0;
+
+	CHECK_OK(tally_type_add(f->t, "like", TALLY_MODE_UNIQUE));
+	CHECK_RC(tally_type_add(f->t, "like", TALLY_MODE_TOTAL),
+	         TALLY_ETYPEEXISTS);
+	CHECK_OK(tally_type_add(f->t, "view", TALLY_MODE_TOTAL));
+	CHECK_RC(tally_type_add(f->t, "view", TALLY_MODE_UNIQUE),
+	         TALLY_ETYPEEXISTS);
+	CHECK_OK(tally_types(f->t, NULL, 0, &n));
+	CHECK_U64(n, 13);
+
+	/* Every allowed character, twice. */
+	CHECK_OK(tally_type_add(f->t, "Az09_.:-x", TALLY_MODE_TOTAL));
+	CHECK_OK(tally_type_add(f->t, "Az09_.:-x", TALLY_MODE_TOTAL));
+	CHECK_RC(tally_type_add(f->t, "Az09_.:-x", TALLY_MODE_UNIQUE),
+	         TALLY_ETYPEEXISTS);
+	CHECK_OK(tally_types(f->t, NULL, 0, &n));
+	CHECK_U64(n, 14);
+
+	/* Names of the limit length and over it. */
+	char name[TALLY_NAME_MAX + 2];
+	memset(name, 'n', sizeof(name));
+	name[TALLY_NAME_MAX] = '\0';
+	CHECK_OK(tally_type_add(f->t, name, TALLY_MODE_UNIQUE));
+	name[TALLY_NAME_MAX] = 'n';
+	name[TALLY_NAME_MAX + 1] = '\0';
+	CHECK_RC(tally_type_add(f->t, name, TALLY_MODE_UNIQUE),
+	         TALLY_EKEYSIZE);
+	CHECK_RC(tally_type_add(f->t, "", TALLY_MODE_UNIQUE), TALLY_EKEYSIZE);
+	CHECK_RC(tally_type_add(f->t, "a b", TALLY_MODE_UNIQUE), TALLY_EINVAL);
+	CHECK_RC(tally_type_add(f->t, "a/b", TALLY_MODE_UNIQUE), TALLY_EINVAL);
+	CHECK_RC(tally_type_add(f->t, "caf\xc3\xa9", TALLY_MODE_UNIQUE),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_type_add(f->t, "ok", 0), TALLY_EINVAL);
+	CHECK_RC(tally_type_add(f->t, "ok", 3), TALLY_EINVAL);
+	CHECK_RC(tally_type_add(f->t, "ok", -1), TALLY_EINVAL);
+	/* None of the refused ones was added. */
+	CHECK_OK(tally_types(f->t, NULL, 0, &n));
+	CHECK_U64(n, 15);
+}
+
+static void test_types_lists_builtins_with_modes(void **state)
+{
+	struct fx *f = *state;
+	static const struct {
+		const char *name;
+		int mode;
+	} builtin[13] = {
+	    {"like", TALLY_MODE_UNIQUE},    {"favorite", TALLY_MODE_UNIQUE},
+	    {"praise", TALLY_MODE_UNIQUE},  {"down", TALLY_MODE_UNIQUE},
+	    {"report", TALLY_MODE_UNIQUE},  {"view", TALLY_MODE_TOTAL},
+	    {"read", TALLY_MODE_TOTAL},     {"comment", TALLY_MODE_TOTAL},
+	    {"forward", TALLY_MODE_TOTAL},  {"share", TALLY_MODE_TOTAL},
+	    {"buy", TALLY_MODE_TOTAL},      {"sale", TALLY_MODE_TOTAL},
+	    {"taste", TALLY_MODE_TOTAL},
+	};
+	tally_type_info types[32];
+	size_t n = 0;
+	CHECK_OK(tally_types(f->t, types, 32, &n));
+	CHECK_U64(n, 13);
+	for (size_t i = 0; i < 13; i++) {
+		int j = find_type(types, n, builtin[i].name);
+		if (j < 0)
+			fail_msg("built-in type %s not listed", builtin[i].name);
+		CHECK_I64(types[j].mode, builtin[i].mode);
+		/* Built-in ids are 1..13. */
+		CHECK_TRUE(types[j].id >= 1 && types[j].id <= 13);
+	}
+	for (size_t i = 1; i < n; i++)
+		CHECK_TRUE(types[i].id > types[i - 1].id); /* by id */
+
+	/* cap 0 with out NULL tells the number only; a small cap fills
+	 * what fits. */
+	size_t m = 0;
+	CHECK_OK(tally_types(f->t, NULL, 0, &m));
+	CHECK_U64(m, 13);
+	tally_type_info small[5];
+	CHECK_OK(tally_types(f->t, small, 5, &m));
+	CHECK_U64(m, 13);
+	for (size_t i = 0; i < 5; i++) {
+		CHECK_STR(small[i].name, types[i].name);
+		CHECK_U64(small[i].id, types[i].id);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Ids and keys
+ * --------------------------------------------------------------------- */
+
+static void test_ids_full_u64_range_do_not_collide(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t big = UINT64_C(1) << 32;
+	tally_event ev = ev_of("article", "like", 0, 1);
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.content = UINT64_MAX;
+	ev.member = UINT64_MAX;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+	ev.member = 1;
+	CHECK_I64(add_ok(f->t, &ev), 2);
+	ev.content = big; /* equal to 0 in the low 32 bits */
+	ev.member = big + 1;
+	CHECK_I64(add_ok(f->t, &ev), 1);
+
+	CHECK_I64(count_of(f->t, "article", "like", 0), 1);
+	CHECK_I64(count_of(f->t, "article", "like", UINT64_MAX), 2);
+	CHECK_I64(count_of(f->t, "article", "like", big), 1);
+	CHECK_I64(count_of(f->t, "article", "like", 1), 0);
+	CHECK_I64(count_of(f->t, "article", "like", UINT64_MAX - 1), 0);
+	CHECK_I64(count_of(f->t, "video", "like", 0), 0);
+
+	CHECK_OK(tally_has(f->t, "article", "like", 0, 1, NULL));
+	CHECK_RC(tally_has(f->t, "article", "like", 0, UINT64_MAX, NULL),
+	         TALLY_ENOTFOUND);
+	CHECK_OK(tally_has(f->t, "article", "like", UINT64_MAX, UINT64_MAX,
+	                   NULL));
+	CHECK_OK(tally_has(f->t, "article", "like", UINT64_MAX, 1, NULL));
+	CHECK_OK(tally_has(f->t, "article", "like", big, big + 1, NULL));
+	CHECK_RC(tally_has(f->t, "article", "like", big, 1, NULL),
+	         TALLY_ENOTFOUND);
+	CHECK_RC(tally_has(f->t, "article", "like", 0, big + 1, NULL),
+	         TALLY_ENOTFOUND);
+
+	tally_entry e[10];
+	size_t n = 0;
+	CHECK_OK(tally_recent(f->t, "article", "like", UINT64_MAX, 10, 0, e,
+	                      &n));
+	CHECK_U64(n, 2);
+	CHECK_U64(e[0].member, 1);
+	CHECK_U64(e[1].member, UINT64_MAX);
+	CHECK_OK(tally_recent(f->t, "article", "like", 0, 10, 0, e, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(e[0].member, 1);
+
+	tally_history_entry h[10];
+	CHECK_OK(tally_history(f->t, UINT64_MAX, "like", 10, 0, h, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(h[0].content, UINT64_MAX);
+	CHECK_OK(tally_history(f->t, 1, "like", 10, 0, h, &n));
+	CHECK_U64(n, 2);
+	CHECK_U64(h[0].content, UINT64_MAX);
+	CHECK_U64(h[1].content, 0);
+	CHECK_OK(tally_history(f->t, big + 1, "like", 10, 0, h, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(h[0].content, big);
+}
+
+static void test_keys_512_binary_ok_513_and_0_refused(void **state)
+{
+	struct fx *f = *state;
+	unsigned char key[TALLY_KEY_MAX + 1];
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (unsigned char)(i * 7); /* key[0] is 0x00 */
+	int64_t v = 0;
+
+	CHECK_OK(tally_incrby(f->t, key, TALLY_KEY_MAX, 5, &v));
+	CHECK_I64(v, 5);
+	CHECK_OK(tally_get(f->t, key, TALLY_KEY_MAX, &v));
+	CHECK_I64(v, 5);
+	/* A prefix is another counter. */
+	CHECK_RC(tally_get(f->t, key, TALLY_KEY_MAX - 1, &v), TALLY_ENOTFOUND);
+	CHECK_OK(tally_incrby(f->t, key, TALLY_KEY_MAX - 1, 3, &v));
+	CHECK_I64(v, 3);
+	CHECK_OK(tally_get(f->t, key, TALLY_KEY_MAX, &v));
+	CHECK_I64(v, 5);
+
+	/* Keys with NUL bytes are keys of their full length. */
+	CHECK_OK(tally_set(f->t, "a", 1, 1));
+	CHECK_OK(tally_set(f->t, "a\0", 2, 2));
+	CHECK_OK(tally_set(f->t, "a\0b", 3, 3));
+	CHECK_OK(tally_set(f->t, "a\0c", 3, 4));
+	CHECK_OK(tally_set(f->t, "\0", 1, 5));
+	CHECK_OK(tally_set(f->t, "\xff", 1, 6));
+	CHECK_OK(tally_get(f->t, "a", 1, &v));
+	CHECK_I64(v, 1);
+	CHECK_OK(tally_get(f->t, "a\0", 2, &v));
+	CHECK_I64(v, 2);
+	CHECK_OK(tally_get(f->t, "a\0b", 3, &v));
+	CHECK_I64(v, 3);
+	CHECK_OK(tally_get(f->t, "a\0c", 3, &v));
+	CHECK_I64(v, 4);
+	CHECK_OK(tally_get(f->t, "\0", 1, &v));
+	CHECK_I64(v, 5);
+	CHECK_OK(tally_get(f->t, "\xff", 1, &v));
+	CHECK_I64(v, 6);
+
+	/* 513 bytes and 0 bytes: refused everywhere. */
+	const size_t bad[2] = {TALLY_KEY_MAX + 1, 0};
+	for (int i = 0; i < 2; i++) {
+		size_t len = bad[i];
+		CHECK_RC(tally_incrby(f->t, key, len, 1, &v), TALLY_EKEYSIZE);
+		CHECK_RC(tally_counter_add(f->t, key, len, 1), TALLY_EKEYSIZE);
+		CHECK_RC(tally_get(f->t, key, len, &v), TALLY_EKEYSIZE);
+		CHECK_RC(tally_set(f->t, key, len, 1), TALLY_EKEYSIZE);
+		CHECK_RC(tally_del(f->t, key, len, NULL), TALLY_EKEYSIZE);
+		const void *keys[2] = {key, key};
+		size_t lens[2] = {TALLY_KEY_MAX, len};
+		int64_t vals[2];
+		CHECK_RC(tally_mget(f->t, keys, lens, 2, vals, NULL),
+		         TALLY_EKEYSIZE);
+		tally_write w = write_incrby(key, len, 1);
+		CHECK_RC(tally_write_sync(f->t, &w, NULL), TALLY_EKEYSIZE);
+		w.kind = TALLY_W_SET;
+		CHECK_RC(tally_write_sync(f->t, &w, NULL), TALLY_EKEYSIZE);
+		w.kind = TALLY_W_DEL;
+		CHECK_RC(tally_write_sync(f->t, &w, NULL), TALLY_EKEYSIZE);
+	}
+	/* The refused writes changed nothing: the 512-byte key (whose
+	 * first 512 bytes the 513-byte key shares) is still 5. */
+	CHECK_OK(tally_get(f->t, key, TALLY_KEY_MAX, &v));
+	CHECK_I64(v, 5);
+}
+
+/* ------------------------------------------------------------------------
+ * Persistence
+ * --------------------------------------------------------------------- */
+
+struct snapshot {
+	int64_t counter;
+	int64_t like_count, view_count, vote_count;
+	int64_t has_at;
+	tally_entry recent[16];
+	size_t nrecent;
+	tally_history_entry history[16];
+	size_t nhistory;
+	tally_type_info types[32];
+	size_t ntypes;
+	tally_type_count counts[32];
+	size_t ncounts;
+};
+
+static void take_snapshot(tally *t, struct snapshot *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->counter = get_of(t, "persist");
+	s->like_count = count_of(t, "article", "like", 11);
+	s->view_count = count_of(t, "video", "view", 12);
+	s->vote_count = count_of(t, "article", "vote", 11);
+	CHECK_OK(tally_has(t, "article", "like", 11, 2, &s->has_at));
+	CHECK_OK(tally_recent(t, "article", "like", 11, 16, 0, s->recent,
+	                      &s->nrecent));
+	CHECK_OK(tally_history(t, 2, "like", 16, 0, s->history,
+	                       &s->nhistory));
+	CHECK_OK(tally_types(t, s->types, 32, &s->ntypes));
+	CHECK_OK(tally_counts(t, "article", 11, s->counts, 32, &s->ncounts));
+}
+
+static void test_everything_survives_reopen(void **state)
+{
+	struct fx *f = *state;
+	CHECK_OK(tally_set(f->t, "persist", 7, 41));
+	CHECK_OK(tally_incrby(f->t, "persist", 7, 1, NULL));
+	CHECK_OK(tally_set(f->t, "deleted", 7, 1));
+	CHECK_OK(tally_del(f->t, "deleted", 7, NULL));
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
+	for (uint64_t m = 1; m <= 4; m++) {
+		tally_event ev = ev_of("article", "like", 11, m);
+		ev.at_ms = 1000 * (int64_t)m;
+		add_ok(f->t, &ev);
+	}
+	tally_event rm = ev_of("article", "like", 11, 3);
+	rm.at_ms = 9000;
+	remove_ok(f->t, &rm);
+	tally_event v = ev_of("video", "view", 12, 2);
+	v.delta = 6;
+	add_ok(f->t, &v);
+	tally_event vote = ev_of("article", "vote", 11, 8);
+	add_ok(f->t, &vote);
+
+	struct snapshot *a = calloc(1, sizeof(*a));
+	struct snapshot *b = calloc(1, sizeof(*b));
+	assert_non_null(a);
+	assert_non_null(b);
+	take_snapshot(f->t, a);
+	CHECK_I64(a->counter, 42);
+	CHECK_I64(a->like_count, 3);
+	CHECK_I64(a->view_count, 6);
+	CHECK_I64(a->vote_count, 1);
+	CHECK_I64(a->has_at, 2000);
+	CHECK_U64(a->nrecent, 5);
+	CHECK_U64(a->nhistory, 1);
+
+	fx_reopen(f);
+	take_snapshot(f->t, b);
+	CHECK_I64(b->counter, a->counter);
+	CHECK_I64(b->like_count, a->like_count);
+	CHECK_I64(b->view_count, a->view_count);
+	CHECK_I64(b->vote_count, a->vote_count);
+	CHECK_I64(b->has_at, a->has_at);
+	CHECK_U64(b->nrecent, a->nrecent);
+	for (size_t i = 0; i < a->nrecent; i++) {
+		CHECK_U64(b->recent[i].member, a->recent[i].member);
+		CHECK_I64(b->recent[i].at_ms, a->recent[i].at_ms);
+		CHECK_I64(b->recent[i].delta, a->recent[i].delta);
+		CHECK_U64(b->recent[i].seq, a->recent[i].seq);
+	}
+	CHECK_U64(b->nhistory, a->nhistory);
+	for (size_t i = 0; i < a->nhistory; i++) {
+		CHECK_STR(b->history[i].ctype, a->history[i].ctype);
+		CHECK_U64(b->history[i].content, a->history[i].content);
+		CHECK_I64(b->history[i].at_ms, a->history[i].at_ms);
+		CHECK_I64(b->history[i].delta, a->history[i].delta);
+		CHECK_U64(b->history[i].seq, a->history[i].seq);
+	}
+	CHECK_U64(b->ntypes, a->ntypes);
+	for (size_t i = 0; i < a->ntypes; i++) {
+		CHECK_STR(b->types[i].name, a->types[i].name);
+		CHECK_I64(b->types[i].mode, a->types[i].mode);
+		CHECK_U64(b->types[i].id, a->types[i].id);
+	}
+	CHECK_U64(b->ncounts, a->ncounts);
+	for (size_t i = 0; i < a->ncounts; i++) {
+		CHECK_STR(b->counts[i].ktype, a->counts[i].ktype);
+		CHECK_I64(b->counts[i].count, a->counts[i].count);
+	}
+	CHECK_RC(tally_has(f->t, "article", "like", 11, 3, NULL),
+	         TALLY_ENOTFOUND);
+	int64_t x = 1;
+	CHECK_RC(tally_get(f->t, "deleted", 7, &x), TALLY_ENOTFOUND);
+
+	/* Event numbers go on increasing after a reopen. */
+	tally_event more = ev_of("article", "like", 11, 5);
+	CHECK_I64(add_ok(f->t, &more), 4);
+	tally_entry e[1];
+	size_t n = 0;
+	CHECK_OK(tally_recent(f->t, "article", "like", 11, 1, 0, e, &n));
+	CHECK_U64(n, 1);
+	CHECK_U64(e[0].member, 5);
+	CHECK_TRUE(e[0].seq > a->recent[0].seq);
+	tally_stats st;
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_TRUE(st.last_seq >= e[0].seq);
+	free(a);
+	free(b);
+}
+
+static void test_backup_copy_opens_with_data(void **state)
+{
+	struct fx *f = *state;
+	CHECK_OK(tally_set(f->t, "k", 1, 5));
+	tally_event ev = ev_of("article", "like", 1, 1);
+	add_ok(f->t, &ev);
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_TOTAL));
+
+	char bk[256], bk2[256];
+	snprintf(bk, sizeof(bk), "%s/backup", f->dir);
+	snprintf(bk2, sizeof(bk2), "%s/backup2", f->dir);
+	CHECK_OK(tally_backup(f->t, bk));
+
+	/* Writes after the backup are not in it. */
+	CHECK_OK(tally_set(f->t, "k", 1, 6));
+	ev.member = 2;
+	add_ok(f->t, &ev);
+	/* The folder exists now: refused. */
+	CHECK_RC(tally_backup(f->t, bk), TALLY_EIO);
+
+	tally *copy = NULL;
+	CHECK_OK(tally_open(bk, NULL, &copy));
+	int64_t v = 0;
+	CHECK_OK(tally_get(copy, "k", 1, &v));
+	CHECK_I64(v, 5);
+	CHECK_I64(count_of(copy, "article", "like", 1), 1);
+	CHECK_OK(tally_has(copy, "article", "like", 1, 1, NULL));
+	CHECK_RC(tally_has(copy, "article", "like", 1, 2, NULL),
+	         TALLY_ENOTFOUND);
+	size_t n = 0;
+	CHECK_OK(tally_types(copy, NULL, 0, &n));
+	CHECK_U64(n, 14);
+	/* The copy is a database of its own. */
+	CHECK_OK(tally_set(copy, "k", 1, 100));
+	tally_closep(&copy);
+
+	CHECK_I64(get_of(f->t, "k"), 6);
+	CHECK_OK(tally_backup(f->t, bk2));
+	CHECK_OK(tally_open(bk2, NULL, &copy));
+	CHECK_OK(tally_get(copy, "k", 1, &v));
+	CHECK_I64(v, 6);
+	CHECK_I64(count_of(copy, "article", "like", 1), 2);
+	tally_closep(&copy);
+}
+
+static void test_stats_count_writes(void **state)
+{
+	struct fx *f = *state;
+	tally_stats a, b;
+	CHECK_OK(tally_stats_get(f->t, &a));
+	for (int i = 0; i < 3; i++)
+		CHECK_OK(tally_incrby(f->t, "s", 1, 1, NULL));
+	tally_event ev = ev_of("article", "like", 1, 1);
+	add_ok(f->t, &ev);
+	int64_t v = 0;
+	CHECK_RC(tally_incrby(f->t, "s", 1, INT64_MAX, &v), TALLY_EOVERFLOW);
+	CHECK_OK(tally_sync(f->t));
+	CHECK_OK(tally_stats_get(f->t, &b));
+	CHECK_TRUE(b.writes >= a.writes + 4);
+	CHECK_TRUE(b.last_seq > a.last_seq);
+	CHECK_TRUE(b.syncs >= 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Concurrency
+ * --------------------------------------------------------------------- */
+
+#define NTHREADS 8
+#define NOPS 100000
+
+struct inc_slot;
+
+struct inc_thread {
+	tally *t;
+	int use_async; /* tally_write_async, else blocking tally_incrby */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	long queued;   /* writes queued (async) */
+	long done;     /* callbacks run (async), guarded by mu */
+	int queue_err; /* first error of a call, TALLY_OK if none */
+	int cb_err;    /* first error seen by a callback */
+	int timed_out;
+	struct inc_slot *slots;
+};
+
+struct inc_slot {
+	struct inc_thread *th;
+	int64_t result;
+};
+
+static void inc_cb(void *arg, int err, int64_t result)
+{
+	struct inc_slot *s = arg;
+	struct inc_thread *th = s->th;
+	s->result = result;
+	pthread_mutex_lock(&th->mu);
+	if (err != TALLY_OK && th->cb_err == TALLY_OK)
+		th->cb_err = err;
+	th->done++;
+	if (th->done == th->queued)
+		pthread_cond_broadcast(&th->cv);
+	pthread_mutex_unlock(&th->mu);
+}
+
+static void *inc_main(void *arg)
+{
+	struct inc_thread *th = arg;
+	static const char key[] = "hot";
+	if (!th->use_async) {
+		for (long i = 0; i < NOPS; i++) {
+			int rc = tally_incrby(th->t, key, 3, 1,
+			                      &th->slots[i].result);
+			if (rc != TALLY_OK) {
+				th->queue_err = rc;
+				break;
+			}
+		}
+		return NULL;
+	}
+	tally_write w = write_incrby(key, 3, 1);
+	long i = 0;
+	for (; i < NOPS; i++) {
+		pthread_mutex_lock(&th->mu);
+		th->queued = i + 1;
+		pthread_mutex_unlock(&th->mu);
+		int rc = tally_write_async(th->t, &w, inc_cb, &th->slots[i]);
+		if (rc != TALLY_OK) {
+			th->queue_err = rc;
+			break;
+		}
+	}
+	pthread_mutex_lock(&th->mu);
+	th->queued = i;
+	pthread_mutex_unlock(&th->mu);
+	if (!wait_done(&th->mu, &th->cv, &th->done, i, 300))
+		th->timed_out = 1;
+	return NULL;
+}
+
+/* Runs NTHREADS x NOPS increments by 1 of "hot" and checks: every call
+ * succeeded, each thread saw its own results strictly increase (its writes
+ * apply in order), and all results together are exactly 1..total. */
+static void run_incr_threads(tally *t, int use_async)
+{
+	struct inc_thread *ths = calloc(NTHREADS, sizeof(*ths));
+	pthread_t tids[NTHREADS];
+	assert_non_null(ths);
+	for (int i = 0; i < NTHREADS; i++) {
+		ths[i].t = t;
+		ths[i].use_async = use_async;
+		pthread_mutex_init(&ths[i].mu, NULL);
+		pthread_cond_init(&ths[i].cv, NULL);
+		ths[i].slots = calloc(NOPS, sizeof(struct inc_slot));
+		assert_non_null(ths[i].slots);
+		for (long j = 0; j < NOPS; j++) {
+			ths[i].slots[j].th = &ths[i];
+			ths[i].slots[j].result = -1;
+		}
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		assert_int_equal(pthread_create(&tids[i], NULL, inc_main,
+		                                &ths[i]), 0);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(tids[i], NULL);
+
+	const int64_t total = (int64_t)NTHREADS * NOPS;
+	unsigned char *seen = calloc((size_t)total + 1, 1);
+	assert_non_null(seen);
+	for (int i = 0; i < NTHREADS; i++) {
+		struct inc_thread *th = &ths[i];
+		if (th->timed_out)
+			fail_msg("thread %d: %ld of %ld callbacks after 300 s",
+			         i, th->done, th->queued);
+		CHECK_RC(th->queue_err, TALLY_OK);
+		CHECK_RC(th->cb_err, TALLY_OK);
+		int64_t prev = 0;
+		for (long j = 0; j < NOPS; j++) {
+			int64_t r = th->slots[j].result;
+			if (r <= prev || r > total)
+				fail_msg("thread %d write %ld: result %" PRId64
+				         " after %" PRId64, i, j, r, prev);
+			if (seen[r])
+				fail_msg("result %" PRId64 " seen twice", r);
+			seen[r] = 1;
+			prev = r;
+		}
+	}
+	/* NTHREADS * NOPS distinct values in 1..total: all of them. */
+	CHECK_I64(get_of(t, "hot"), total);
+	free(seen);
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_mutex_destroy(&ths[i].mu);
+		pthread_cond_destroy(&ths[i].cv);
+		free(ths[i].slots);
+	}
+	free(ths);
+}
+
+static void test_threads_incrby_async_writes_sync_durability_exact(
+    void **state)
+{
+	struct fx *f = *state;
+	run_incr_threads(f->t, 1);
+	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS);
+}
+
+static void test_threads_incrby_blocking_async_durability_exact(
+    void **state)
+{
+	struct fx *f = *state;
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_ASYNC;
+	fx_reopen_with(f, &o);
+	run_incr_threads(f->t, 0);
+	CHECK_OK(tally_sync(f->t));
+	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS);
+}
+
+struct add_thread {
+	tally *t;
+	int err;
+};
+
+static void *counter_add_main(void *arg)
+{
+	struct add_thread *th = arg;
+	for (long i = 0; i < NOPS; i++) {
+		int rc = tally_counter_add(th->t, "hot", 3, 1);
+		if (rc == TALLY_OK)
+			rc = tally_counter_add(th->t, "mix", 3,
+			                       i % 2 == 0 ? 3 : -1);
+		if (rc != TALLY_OK) {
+			th->err = rc;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void test_threads_counter_add_exact(void **state)
+{
+	struct fx *f = *state;
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_ASYNC;
+	fx_reopen_with(f, &o);
+
+	struct add_thread ths[NTHREADS];
+	pthread_t tids[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++) {
+		ths[i].t = f->t;
+		ths[i].err = TALLY_OK;
+		assert_int_equal(pthread_create(&tids[i], NULL,
+		                                counter_add_main, &ths[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(tids[i], NULL);
+	for (int i = 0; i < NTHREADS; i++)
+		CHECK_RC(ths[i].err, TALLY_OK);
+
+	/* Reads see every acknowledged add at once. */
+	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS);
+	CHECK_I64(get_of(f->t, "mix"), (int64_t)NTHREADS * NOPS);
+	const void *keys[2] = {"hot", "mix"};
+	size_t lens[2] = {3, 3};
+	int64_t vals[2] = {0, 0};
+	CHECK_OK(tally_mget(f->t, keys, lens, 2, vals, NULL));
+	CHECK_I64(vals[0], (int64_t)NTHREADS * NOPS);
+	CHECK_I64(vals[1], (int64_t)NTHREADS * NOPS);
+	/* An exact write on top of the striped adds. */
+	int64_t v = 0;
+	CHECK_OK(tally_incrby(f->t, "hot", 3, 1, &v));
+	CHECK_I64(v, (int64_t)NTHREADS * NOPS + 1);
+
+	/* Closing folds the cells into the store. */
+	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS + 1);
+	CHECK_I64(get_of(f->t, "mix"), (int64_t)NTHREADS * NOPS);
+
+	/* |delta| <= 2^32 only. */
+	CHECK_OK(tally_counter_add(f->t, "big", 3, INT64_C(1) << 32));
+	CHECK_OK(tally_counter_add(f->t, "big", 3, -(INT64_C(1) << 32)));
+	CHECK_RC(tally_counter_add(f->t, "big", 3, (INT64_C(1) << 32) + 1),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_counter_add(f->t, "big", 3, INT64_MIN), TALLY_EINVAL);
+	CHECK_I64(get_of(f->t, "big"), 0);
+}
+
+#define LIKE_MEMBERS 5000
+#define LIKE_PER_THREAD 2500
+
+struct like_thread {
+	tally *t;
+	int index;
+	int err;
+	int64_t bad_count; /* a returned count outside 1..LIKE_MEMBERS */
+};
+
+static void *like_main(void *arg)
+{
+	struct like_thread *th = arg;
+	/* Threads 0, 2, 4, 6 add members 1..2500 and 1, 3, 5, 7 add
+	 * 2501..5000, in step: every member is added by four threads at
+	 * about the same moment. */
+	long from = (long)th->index * LIKE_PER_THREAD;
+	for (long i = from; i < from + LIKE_PER_THREAD; i++) {
+		tally_event ev = ev_of("article", "like", 1,
+		                       (uint64_t)(i % LIKE_MEMBERS) + 1);
+		int64_t c = 0;
+		int rc = tally_add(th->t, &ev, &c);
+		if (rc != TALLY_OK) {
+			th->err = rc;
+			break;
+		}
+		if (c < 1 || c > LIKE_MEMBERS)
+			th->bad_count = c;
+	}
+	return NULL;
+}
+
+static void test_threads_like_overlapping_members_exact(void **state)
+{
+	struct fx *f = *state;
+	struct like_thread ths[NTHREADS];
+	pthread_t tids[NTHREADS];
+	for (int i = 0; i < NTHREADS; i++) {
+		ths[i].t = f->t;
+		ths[i].index = i;
+		ths[i].err = TALLY_OK;
+		ths[i].bad_count = 0;
+		assert_int_equal(pthread_create(&tids[i], NULL, like_main,
+		                                &ths[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(tids[i], NULL);
+	for (int i = 0; i < NTHREADS; i++) {
+		CHECK_RC(ths[i].err, TALLY_OK);
+		CHECK_I64(ths[i].bad_count, 0);
+	}
+	CHECK_I64(count_of(f->t, "article", "like", 1), LIKE_MEMBERS);
+	for (uint64_t m = 1; m <= LIKE_MEMBERS; m++) {
+		int rc = tally_has(f->t, "article", "like", 1, m, NULL);
+		if (rc != TALLY_OK)
+			fail_msg("member %" PRIu64 ": has() = %d (%s)", m, rc,
+			         tally_strerror(rc));
+	}
+	CHECK_RC(tally_has(f->t, "article", "like", 1, LIKE_MEMBERS + 1,
+	                   NULL), TALLY_ENOTFOUND);
+	fx_reopen(f);
+	CHECK_I64(count_of(f->t, "article", "like", 1), LIKE_MEMBERS);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad input
+ * --------------------------------------------------------------------- */
+
+static int never_called;
+
+static void never_cb(void *arg, int err, int64_t result)
+{
+	(void)arg;
+	(void)err;
+	(void)result;
+	never_called++;
+}
+
+static void test_bad_input_null_handle_einval(void **state)
+{
+	struct fx *f = *state;
+	tally *t = NULL;
+	int64_t v = 0;
+	size_t n = 0;
+	int existed = 0;
+	const void *keys[1] = {"k"};
+	size_t lens[1] = {1};
+	int found[1];
+	tally_type_info ti[2];
+	tally_event ev = ev_of("article", "like", 1, 1);
+	tally_write w = write_incrby("k", 1, 1);
+	uint64_t contents[1] = {1};
+	tally_type_count tc[2];
+	tally_entry e[2];
+	tally_history_entry h[2];
+	tally_stats st;
+	char bk[256];
+	snprintf(bk, sizeof(bk), "%s/bk", f->dir);
+
+	never_called = 0;
+	CHECK_RC(tally_sync(t), TALLY_EINVAL);
+	CHECK_RC(tally_incrby(t, "k", 1, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_counter_add(t, "k", 1, 1), TALLY_EINVAL);
+	CHECK_RC(tally_get(t, "k", 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, keys, lens, 1, &v, found), TALLY_EINVAL);
+	CHECK_RC(tally_set(t, "k", 1, 1), TALLY_EINVAL);
+	CHECK_RC(tally_del(t, "k", 1, &existed), TALLY_EINVAL);
+	CHECK_RC(tally_type_add(t, "x", TALLY_MODE_UNIQUE), TALLY_EINVAL);
+	CHECK_RC(tally_types(t, ti, 2, &n), TALLY_EINVAL);
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EINVAL);
+	CHECK_RC(tally_remove(t, &ev, &v), TALLY_EINVAL);
+	CHECK_RC(tally_write_async(t, &w, never_cb, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_sync(t, &w, &v), TALLY_EINVAL);
+	CHECK_RC(tally_count(t, "article", "like", 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_count_at(t, "article", "like", 1, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_mcount(t, "article", "like", contents, 1, &v),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_counts(t, "article", 1, tc, 2, &n), TALLY_EINVAL);
+	CHECK_RC(tally_recent(t, "article", "like", 1, 2, 0, e, &n),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_has(t, "article", "like", 1, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_history(t, 1, "like", 2, 0, h, &n), TALLY_EINVAL);
+	CHECK_RC(tally_stats_get(t, &st), TALLY_EINVAL);
+	CHECK_RC(tally_backup(t, bk), TALLY_EINVAL);
+	CHECK_I64(never_called, 0);
+	struct stat sb;
+	CHECK_TRUE(stat(bk, &sb) != 0);
+}
+
+static void test_bad_input_null_pointers_einval(void **state)
+{
+	struct fx *f = *state;
+	tally *t = f->t;
+	int64_t v = 0;
+	size_t n = 0;
+	const void *keys[2] = {"k", NULL};
+	size_t lens[2] = {1, 1};
+	int found[2];
+	int64_t vals[2];
+
+	never_called = 0;
+	CHECK_RC(tally_incrby(t, NULL, 1, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_counter_add(t, NULL, 1, 1), TALLY_EINVAL);
+	CHECK_RC(tally_get(t, NULL, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_get(t, "k", 1, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_set(t, NULL, 1, 1), TALLY_EINVAL);
+	CHECK_RC(tally_del(t, NULL, 1, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, NULL, lens, 1, vals, found), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, keys, NULL, 1, vals, found), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, keys, lens, 1, NULL, found), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, keys, lens, 2, vals, found), TALLY_EINVAL);
+
+	CHECK_RC(tally_type_add(t, NULL, TALLY_MODE_UNIQUE), TALLY_EINVAL);
+	tally_type_info ti[2];
+	CHECK_RC(tally_types(t, ti, 2, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_types(t, NULL, 2, &n), TALLY_EINVAL);
+
+	tally_event ev = ev_of("article", "like", 1, 1);
+	CHECK_RC(tally_add(t, NULL, &v), TALLY_EINVAL);
+	CHECK_RC(tally_remove(t, NULL, &v), TALLY_EINVAL);
+	ev.ctype = NULL;
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EINVAL);
+	CHECK_RC(tally_remove(t, &ev, &v), TALLY_EINVAL);
+	ev.ctype = "article";
+	ev.ktype = NULL;
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EINVAL);
+	CHECK_RC(tally_remove(t, &ev, &v), TALLY_EINVAL);
+
+	tally_write w = write_incrby("k", 1, 1);
+	CHECK_RC(tally_write_async(t, NULL, never_cb, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_async(t, &w, NULL, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_sync(t, NULL, &v), TALLY_EINVAL);
+	w.key = NULL;
+	CHECK_RC(tally_write_async(t, &w, never_cb, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_sync(t, &w, &v), TALLY_EINVAL);
+	memset(&w, 0, sizeof(w));
+	w.kind = TALLY_W_ADD;
+	w.event = ev_of(NULL, "like", 1, 1);
+	CHECK_RC(tally_write_async(t, &w, never_cb, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_sync(t, &w, &v), TALLY_EINVAL);
+	w.event = ev_of("article", NULL, 1, 1);
+	CHECK_RC(tally_write_async(t, &w, never_cb, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_write_sync(t, &w, &v), TALLY_EINVAL);
+
+	CHECK_RC(tally_count(t, NULL, "like", 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_count(t, "article", NULL, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_count(t, "article", "like", 1, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_count_at(t, "article", "like", 1, 1, NULL),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_count_at(t, NULL, "like", 1, 1, &v), TALLY_EINVAL);
+	uint64_t contents[1] = {1};
+	CHECK_RC(tally_mcount(t, "article", "like", NULL, 1, &v), TALLY_EINVAL);
+	CHECK_RC(tally_mcount(t, "article", "like", contents, 1, NULL),
+	         TALLY_EINVAL);
+	tally_type_count tc[2];
+	CHECK_RC(tally_counts(t, NULL, 1, tc, 2, &n), TALLY_EINVAL);
+	CHECK_RC(tally_counts(t, "article", 1, tc, 2, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_counts(t, "article", 1, NULL, 2, &n), TALLY_EINVAL);
+	tally_entry e[2];
+	CHECK_RC(tally_recent(t, NULL, "like", 1, 2, 0, e, &n), TALLY_EINVAL);
+	CHECK_RC(tally_recent(t, "article", NULL, 1, 2, 0, e, &n),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_recent(t, "article", "like", 1, 2, 0, NULL, &n),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_recent(t, "article", "like", 1, 2, 0, e, NULL),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_has(t, NULL, "like", 1, 1, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_has(t, "article", NULL, 1, 1, NULL), TALLY_EINVAL);
+	tally_history_entry h[2];
+	CHECK_RC(tally_history(t, 1, NULL, 2, 0, h, &n), TALLY_EINVAL);
+	CHECK_RC(tally_history(t, 1, "like", 2, 0, NULL, &n), TALLY_EINVAL);
+	CHECK_RC(tally_history(t, 1, "like", 2, 0, h, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_stats_get(t, NULL), TALLY_EINVAL);
+	CHECK_RC(tally_backup(t, NULL), TALLY_EINVAL);
+
+	tally *other = (tally *)&never_called;
+	CHECK_RC(tally_open(NULL, NULL, &other), TALLY_EINVAL);
+	assert_null(other);
+	CHECK_RC(tally_open(f->db, NULL, NULL), TALLY_EINVAL);
+
+	/* Nothing was written, no callback ran. */
+	CHECK_I64(never_called, 0);
+	CHECK_RC(tally_get(t, "k", 1, &v), TALLY_ENOTFOUND);
+	CHECK_I64(count_of(t, "article", "like", 1), 0);
+}
+
+static void test_bad_input_sizes_and_limits_refused(void **state)
+{
+	struct fx *f = *state;
+	tally *t = f->t;
+	size_t n = 0;
+	int64_t v = 0;
+
+	/* limit 0 and > TALLY_PAGE_MAX; the limit itself is fine. */
+	tally_entry *e = calloc(TALLY_PAGE_MAX + 1, sizeof(*e));
+	tally_history_entry *h = calloc(TALLY_PAGE_MAX + 1, sizeof(*h));
+	assert_non_null(e);
+	assert_non_null(h);
+	CHECK_RC(tally_recent(t, "article", "like", 1, 0, 0, e, &n),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_recent(t, "article", "like", 1, TALLY_PAGE_MAX + 1, 0,
+	                      e, &n), TALLY_EINVAL);
+	CHECK_OK(tally_recent(t, "article", "like", 1, TALLY_PAGE_MAX, 0, e,
+	                      &n));
+	CHECK_RC(tally_history(t, 1, "like", 0, 0, h, &n), TALLY_EINVAL);
+	CHECK_RC(tally_history(t, 1, "like", TALLY_PAGE_MAX + 1, 0, h, &n),
+	         TALLY_EINVAL);
+	CHECK_OK(tally_history(t, 1, "like", TALLY_PAGE_MAX, 0, h, &n));
+	/* History of member 0 (anonymous) is refused. */
+	CHECK_RC(tally_history(t, 0, "like", 10, 0, h, &n), TALLY_EINVAL);
+	free(e);
+	free(h);
+
+	/* n 0 and > TALLY_MULTI_MAX; the arrays are valid for MULTI_MAX+1 so
+	 * that only the count is wrong. */
+	const size_t big = TALLY_MULTI_MAX + 1;
+	const void **keys = calloc(big, sizeof(*keys));
+	size_t *lens = calloc(big, sizeof(*lens));
+	int64_t *vals = calloc(big, sizeof(*vals));
+	int *found = calloc(big, sizeof(*found));
+	uint64_t *contents = calloc(big, sizeof(*contents));
+	assert_non_null(keys);
+	assert_non_null(lens);
+	assert_non_null(vals);
+	assert_non_null(found);
+	assert_non_null(contents);
+	for (size_t i = 0; i < big; i++) {
+		keys[i] = "k";
+		lens[i] = 1;
+		contents[i] = i;
+	}
+	CHECK_RC(tally_mget(t, keys, lens, 0, vals, found), TALLY_EINVAL);
+	CHECK_RC(tally_mget(t, keys, lens, big, vals, found), TALLY_EINVAL);
+	CHECK_OK(tally_mget(t, keys, lens, TALLY_MULTI_MAX, vals, found));
+	CHECK_RC(tally_mcount(t, "article", "like", contents, 0, vals),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_mcount(t, "article", "like", contents, big, vals),
+	         TALLY_EINVAL);
+	CHECK_OK(tally_mcount(t, "article", "like", contents, TALLY_MULTI_MAX,
+	                      vals));
+	/* A bad key anywhere refuses the whole read. */
+	lens[TALLY_MULTI_MAX - 1] = 0;
+	CHECK_RC(tally_mget(t, keys, lens, TALLY_MULTI_MAX, vals, found),
+	         TALLY_EKEYSIZE);
+	lens[TALLY_MULTI_MAX - 1] = TALLY_KEY_MAX + 1;
+	CHECK_RC(tally_mget(t, keys, lens, TALLY_MULTI_MAX, vals, found),
+	         TALLY_EKEYSIZE);
+	free(keys);
+	free(lens);
+	free(vals);
+	free(found);
+	free(contents);
+
+	/* Name lengths: empty and 65 bytes refused, 64 accepted. */
+	char name64[TALLY_NAME_MAX + 1], name65[TALLY_NAME_MAX + 2];
+	memset(name64, 'c', TALLY_NAME_MAX);
+	name64[TALLY_NAME_MAX] = '\0';
+	memset(name65, 'c', TALLY_NAME_MAX + 1);
+	name65[TALLY_NAME_MAX + 1] = '\0';
+	tally_event ev = ev_of("", "like", 1, 1);
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EKEYSIZE);
+	ev.ctype = name65;
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EKEYSIZE);
+	CHECK_RC(tally_remove(t, &ev, &v), TALLY_EKEYSIZE);
+	ev.ctype = name64;
+	CHECK_I64(add_ok(t, &ev), 1);
+	CHECK_I64(count_of(t, name64, "like", 1), 1);
+	ev.ctype = "article";
+	ev.ktype = "";
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EKEYSIZE);
+	ev.ktype = name65;
+	CHECK_RC(tally_add(t, &ev, &v), TALLY_EKEYSIZE);
+	CHECK_RC(tally_count(t, "", "like", 1, &v), TALLY_EKEYSIZE);
+	CHECK_RC(tally_count(t, name65, "like", 1, &v), TALLY_EKEYSIZE);
+	CHECK_RC(tally_count(t, "article", "", 1, &v), TALLY_EKEYSIZE);
+	CHECK_RC(tally_count(t, "article", name65, 1, &v), TALLY_EKEYSIZE);
+	tally_entry e2[2];
+	CHECK_RC(tally_recent(t, name65, "like", 1, 2, 0, e2, &n),
+	         TALLY_EKEYSIZE);
+	CHECK_RC(tally_has(t, name65, "like", 1, 1, NULL), TALLY_EKEYSIZE);
+	tally_type_count tc[32];
+	CHECK_RC(tally_counts(t, name65, 1, tc, 32, &n), TALLY_EKEYSIZE);
+	CHECK_RC(tally_counts(t, "", 1, tc, 32, &n), TALLY_EKEYSIZE);
+	/* A content type with a character outside [A-Za-z0-9_.:-]. */
+	ev = ev_of("bad name", "like", 1, 1);
+	int rc = tally_add(t, &ev, &v);
+	if (rc >= 0)
+		fail_msg("add with ctype \"bad name\" returned %d", rc);
+
+	/* count_at outside 1..TALLY_AT_MS_MAX. */
+	CHECK_RC(tally_count_at(t, "article", "like", 1, 0, &v), TALLY_EINVAL);
+	CHECK_RC(tally_count_at(t, "article", "like", 1, -1, &v),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_count_at(t, "article", "like", 1, TALLY_AT_MS_MAX + 1,
+	                        &v), TALLY_EINVAL);
+	CHECK_OK(tally_count_at(t, "article", "like", 1, TALLY_AT_MS_MAX, &v));
+	CHECK_OK(tally_count_at(t, "article", "like", 1, 1, &v));
+}
+
+static void test_bad_input_event_fields_refused(void **state)
+{
+	struct fx *f = *state;
+	tally *t = f->t;
+	int64_t c = 0;
+
+	/* Total type: delta must be > 0 (0 means 1). */
+	tally_event ev = ev_of("article", "view", 1, 1);
+	const int64_t bad_total[3] = {-1, -100, INT64_MIN};
+	for (int i = 0; i < 3; i++) {
+		ev.delta = bad_total[i];
+		CHECK_RC(tally_add(t, &ev, &c), TALLY_EINVAL);
+		CHECK_RC(tally_remove(t, &ev, &c), TALLY_EINVAL);
+	}
+	CHECK_I64(count_of(t, "article", "view", 1), 0);
+
+	/* Unique type: delta 0 or 1 only, member 0 refused. */
+	tally_event lk = ev_of("article", "like", 1, 1);
+	const int64_t bad_unique[4] = {2, -1, INT64_MAX, INT64_MIN};
+	for (int i = 0; i < 4; i++) {
+		lk.delta = bad_unique[i];
+		CHECK_RC(tally_add(t, &lk, &c), TALLY_EINVAL);
+		CHECK_RC(tally_remove(t, &lk, &c), TALLY_EINVAL);
+	}
+	lk.delta = 0;
+	lk.member = 0;
+	CHECK_RC(tally_add(t, &lk, &c), TALLY_EINVAL);
+	CHECK_RC(tally_remove(t, &lk, &c), TALLY_EINVAL);
+	CHECK_I64(count_of(t, "article", "like", 1), 0);
+	lk.member = 1;
+	lk.delta = 1;
+	CHECK_I64(add_ok(t, &lk), 1);
+	CHECK_I64(remove_ok(t, &lk), 0);
+
+	/* at_ms outside 0..TALLY_AT_MS_MAX. */
+	const int64_t bad_at[3] = {-1, TALLY_AT_MS_MAX + 1, INT64_MIN};
+	ev.delta = 1;
+	for (int i = 0; i < 3; i++) {
+		ev.at_ms = bad_at[i];
+		CHECK_RC(tally_add(t, &ev, &c), TALLY_EINVAL);
+		CHECK_RC(tally_remove(t, &ev, &c), TALLY_EINVAL);
+	}
+	CHECK_I64(count_of(t, "article", "view", 1), 0);
+	ev.at_ms = TALLY_AT_MS_MAX;
+	CHECK_I64(add_ok(t, &ev), 1);
+
+	/* Token length: 0 with a token, or > TALLY_ID_MAX. */
+	char tok[TALLY_ID_MAX + 1];
+	memset(tok, 't', sizeof(tok));
+	ev.at_ms = 0;
+	ev.id = tok;
+	ev.id_len = 0;
+	CHECK_RC(tally_add(t, &ev, &c), TALLY_EKEYSIZE);
+	ev.id_len = TALLY_ID_MAX + 1;
+	CHECK_RC(tally_add(t, &ev, &c), TALLY_EKEYSIZE);
+	CHECK_RC(tally_remove(t, &ev, &c), TALLY_EKEYSIZE);
+	CHECK_I64(count_of(t, "article", "view", 1), 1);
+	ev.id_len = TALLY_ID_MAX;
+	CHECK_I64(add_ok(t, &ev), 2);
+
+	tally_write w = write_incrby("k", 1, 1);
+	w.id = tok;
+	w.id_len = 0;
+	CHECK_RC(tally_write_sync(t, &w, NULL), TALLY_EKEYSIZE);
+	w.id_len = TALLY_ID_MAX + 1;
+	CHECK_RC(tally_write_sync(t, &w, NULL), TALLY_EKEYSIZE);
+	never_called = 0;
+	CHECK_RC(tally_write_async(t, &w, never_cb, NULL), TALLY_EKEYSIZE);
+	int64_t v = 0;
+	CHECK_RC(tally_get(t, "k", 1, &v), TALLY_ENOTFOUND);
+
+	/* Unknown write kinds. */
+	const int bad_kind[4] = {0, -1, TALLY_W_REMOVE + 1, 1000};
+	for (int i = 0; i < 4; i++) {
+		memset(&w, 0, sizeof(w));
+		w.kind = bad_kind[i];
+		w.key = "k";
+		w.key_len = 1;
+		w.value = 1;
+		w.event = ev_of("article", "view", 1, 1);
+		CHECK_RC(tally_write_sync(t, &w, NULL), TALLY_EINVAL);
+		CHECK_RC(tally_write_async(t, &w, never_cb, NULL),
+		         TALLY_EINVAL);
+	}
+	/* The write path still works and no refused write called back. */
+	w = write_incrby("k", 1, 1);
+	CHECK_OK(tally_write_sync(t, &w, NULL));
+	CHECK_I64(never_called, 0);
+	CHECK_I64(get_of(t, "k"), 1);
+	CHECK_I64(count_of(t, "article", "view", 1), 2);
+}
+
+static void expect_open_einval(const char *path, const tally_options *o,
+                               const char *what)
+{
+	tally *out = (tally *)&never_called; /* must be set to NULL */
+	int rc = tally_open(path, o, &out);
+	if (rc != TALLY_EINVAL)
+		fail_msg("tally_open with %s: %d (%s), want TALLY_EINVAL", what,
+		         rc, tally_strerror(rc));
+	if (out != NULL)
+		fail_msg("tally_open with %s left *out non-NULL", what);
+}
+
+static void test_open_bad_options_einval(void **state)
+{
+	struct fx *f = *state;
+	char path[256];
+	snprintf(path, sizeof(path), "%s/other", f->dir);
+	tally_options o;
+
+#define BAD_OPTION(field, value)                                             \
+	do {                                                                 \
+		memset(&o, 0, sizeof(o));                                    \
+		o.field = (value);                                           \
+		expect_open_einval(path, &o, #field " = " #value);           \
+	} while (0)
+
+	BAD_OPTION(durability, 2);
+	BAD_OPTION(durability, -1);
+	BAD_OPTION(flush_interval_ms, 60001);
+	BAD_OPTION(flush_interval_ms, UINT32_MAX);
+	BAD_OPTION(queue_ops_max, 1);
+	BAD_OPTION(queue_ops_max, 15);
+	BAD_OPTION(queue_ops_max, 16777217);
+	BAD_OPTION(batch_ops_max, 1048577);
+	BAD_OPTION(token_retention_ms, 1);
+	BAD_OPTION(token_retention_ms, 999);
+	BAD_OPTION(token_retention_ms, 604800001);
+	BAD_OPTION(cache_entries_max, 1);
+	BAD_OPTION(cache_entries_max, 1023);
+	BAD_OPTION(cache_entries_max, 1073741825);
+	BAD_OPTION(block_cache_mb, 1048577);
+	BAD_OPTION(flags, 1u << 7);
+#undef BAD_OPTION
+
+	/* The same folder opens with good options afterwards. */
+	tally *t = NULL;
+	CHECK_OK(tally_open(path, NULL, &t));
+	assert_non_null(t);
+	tally_closep(&t);
+}
+
+static void test_open_accepts_boundary_options(void **state)
+{
+	struct fx *f = *state;
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_ASYNC;
+	o.flush_interval_ms = 1;
+	o.queue_ops_max = 16;
+	o.batch_ops_max = 1;
+	o.token_retention_ms = 1000;
+	o.cache_entries_max = 1024;
+	o.block_cache_mb = 1;
+	fx_reopen_with(f, &o);
+
+	/* More writes than the queue holds: writers wait, none is lost. */
+	struct inc_thread th;
+	memset(&th, 0, sizeof(th));
+	pthread_mutex_init(&th.mu, NULL);
+	pthread_cond_init(&th.cv, NULL);
+	struct inc_slot *slots = calloc(1000, sizeof(*slots));
+	assert_non_null(slots);
+	tally_write w = write_incrby("q", 1, 1);
+	th.queued = 1000;
+	for (int i = 0; i < 1000; i++) {
+		slots[i].th = &th;
+		CHECK_OK(tally_write_async(f->t, &w, inc_cb, &slots[i]));
+	}
+	if (!wait_done(&th.mu, &th.cv, &th.done, 1000, 60))
+		fail_msg("callbacks did not all run");
+	CHECK_RC(th.cb_err, TALLY_OK);
+	CHECK_I64(slots[999].result, 1000);
+	CHECK_I64(get_of(f->t, "q"), 1000);
+	CHECK_OK(tally_sync(f->t));
+	free(slots);
+	pthread_mutex_destroy(&th.mu);
+	pthread_cond_destroy(&th.cv);
+
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_SYNC;
+	o.flush_interval_ms = 60000;
+	o.token_retention_ms = 604800000;
+	o.batch_ops_max = 1048576;
+	fx_reopen_with(f, &o);
+	CHECK_I64(get_of(f->t, "q"), 1000);
+	CHECK_OK(tally_sync(f->t));
+}
+
+static void test_open_no_create_and_busy(void **state)
+{
+	struct fx *f = *state;
+	char missing[256];
+	snprintf(missing, sizeof(missing), "%s/missing", f->dir);
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.flags = TALLY_OPEN_NO_CREATE;
+	tally *t = (tally *)&never_called;
+	CHECK_RC(tally_open(missing, &o, &t), TALLY_ENOTFOUND);
+	assert_null(t);
+	struct stat sb;
+	CHECK_TRUE(stat(missing, &sb) != 0); /* not created */
+
+	/* The folder is in use by f->t. */
+	t = (tally *)&never_called;
+	CHECK_RC(tally_open(f->db, NULL, &t), TALLY_EBUSY);
+	assert_null(t);
+	/* The failed open did not disturb the open handle. */
+	CHECK_OK(tally_set(f->t, "k", 1, 1));
+
+	/* An existing database opens with NO_CREATE. */
+	CHECK_OK(tally_set(f->t, "k", 1, 2));
+	tally_closep(&f->t);
+	CHECK_OK(tally_open(f->db, &o, &f->t));
+	CHECK_I64(get_of(f->t, "k"), 2);
+}
+
+static void test_close_null_and_closep_twice_safe(void **state)
+{
+	struct fx *f = *state;
+	tally_close(NULL);
+	tally_closep(NULL);
+	tally *none = NULL;
+	tally_closep(&none);
+	assert_null(none);
+
+	CHECK_OK(tally_set(f->t, "k", 1, 1));
+	tally_closep(&f->t);
+	assert_null(f->t);
+	tally_closep(&f->t);
+	assert_null(f->t);
+
+	/* tally_close (not p) also releases the folder. */
+	tally *t = NULL;
+	CHECK_OK(tally_open(f->db, NULL, &t));
+	tally_close(t);
+	CHECK_OK(tally_open(f->db, NULL, &f->t));
+	CHECK_I64(get_of(f->t, "k"), 1);
+}
+
+static void test_strerror_every_code_non_empty(void **state)
+{
+	(void)state;
+	const char *texts[TALLY_ERROR_END - TALLY_EINVAL];
+	const char *ok = tally_strerror(TALLY_OK);
+	assert_non_null(ok);
+	CHECK_TRUE(ok[0] != '\0');
+	for (int code = TALLY_EINVAL; code < TALLY_ERROR_END; code++) {
+		const char *s = tally_strerror(code);
+		if (s == NULL || s[0] == '\0')
+			fail_msg("tally_strerror(%d) is empty", code);
+		/* Each code says something of its own. */
+		for (int j = TALLY_EINVAL; j < code; j++)
+			if (strcmp(texts[j - TALLY_EINVAL], s) == 0)
+				fail_msg("codes %d and %d share the text \"%s\"",
+				         j, code, s);
+		CHECK_TRUE(strcmp(s, ok) != 0);
+		texts[code - TALLY_EINVAL] = s;
+	}
+	const int unknown[] = {TALLY_ERROR_END, TALLY_ERROR_END + 1,
+	                       TALLY_EINVAL - 1, -1, -12345, INT_MIN,
+	                       INT_MAX, 100000};
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		const char *s = tally_strerror(unknown[i]);
+		if (s == NULL || s[0] == '\0')
+			fail_msg("tally_strerror(%d) is empty", unknown[i]);
+	}
+	const int errnos[] = {EPERM, ENOENT, EIO, ENOMEM, ENOSPC, EACCES};
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
+		const char *s = tally_strerror(errnos[i]);
+		if (s == NULL || s[0] == '\0')
+			fail_msg("tally_strerror(%d) is empty", errnos[i]);
+	}
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    T(test_like_twice_counts_once),
+	    T(test_remove_of_non_member_is_noop),
+	    T(test_total_type_adds_and_subtracts_delta),
+	    T(test_async_batch_add_remove_same_member_ends_right),
+	    T(test_incrby_overflow_changes_nothing),
+	    T(test_incrby_int64_min_on_negative_refused),
+	    T(test_total_type_overflow_changes_nothing),
+	    T(test_set_get_del_semantics),
+	    T(test_mget_missing_key_found_zero),
+	    T(test_idempotent_add_retry_returns_first_result),
+	    T(test_idempotent_incrby_retry_returns_first_result),
+	    T(test_idempotency_token_survives_reopen),
+	    T(test_count_at_time),
+	    T(test_recent_newest_first_paged),
+	    T(test_recent_lists_removes_of_unique_type),
+	    T(test_anonymous_member_counted_not_listed),
+	    T(test_has_returns_at_ms_given),
+	    T(test_has_on_total_type_is_emode),
+	    T(test_history_across_objects_and_ctypes_paged),
+	    T(test_mcount_many_objects),
+	    T(test_counts_returns_every_type),
+	    T(test_unknown_type_is_enotype),
+	    T(test_type_add_then_use_survives_reopen),
+	    T(test_type_add_same_mode_ok_other_mode_exists),
+	    T(test_types_lists_builtins_with_modes),
+	    T(test_ids_full_u64_range_do_not_collide),
+	    T(test_keys_512_binary_ok_513_and_0_refused),
+	    T(test_everything_survives_reopen),
+	    T(test_backup_copy_opens_with_data),
+	    T(test_stats_count_writes),
+	    T(test_threads_incrby_async_writes_sync_durability_exact),
+	    T(test_threads_incrby_blocking_async_durability_exact),
+	    T(test_threads_counter_add_exact),
+	    T(test_threads_like_overlapping_members_exact),
+	    T(test_bad_input_null_handle_einval),
+	    T(test_bad_input_null_pointers_einval),
+	    T(test_bad_input_sizes_and_limits_refused),
+	    T(test_bad_input_event_fields_refused),
+	    T(test_open_bad_options_einval),
+	    T(test_open_accepts_boundary_options),
+	    T(test_open_no_create_and_busy),
+	    T(test_close_null_and_closep_twice_safe),
+	    T(test_strerror_every_code_non_empty),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
