@@ -502,6 +502,35 @@ typedef struct tally_history_entry {
 TALLY_API int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
                   uint64_t before, tally_history_entry *out, size_t *n);
 
+/** One stored event, as tally_events_scan() hands it over. */
+typedef struct tally_event_rec {
+	char ctype[TALLY_NAME_MAX + 1]; /**< content type name */
+	char ktype[TALLY_NAME_MAX + 1]; /**< counting type name */
+	int mode;                       /**< enum tally_mode */
+	uint64_t content;
+	uint64_t member;                /**< 0 for an anonymous event */
+	int64_t at_ms;
+	int64_t delta;                  /**< > 0 add, < 0 remove */
+	int64_t total;                  /**< the object's count after it */
+	uint64_t seq;
+} tally_event_rec;
+
+/**
+ * Visitor of tally_events_scan(). @return 0 to go on, anything else to
+ * stop the scan (tally_events_scan() then returns that value).
+ */
+typedef int (*tally_event_fn)(void *arg, const tally_event_rec *ev);
+
+/**
+ * Visit every stored event: object by object, each object's events oldest
+ * first (so replaying them in order rebuilds the object). Reads a
+ * consistent snapshot; writes may go on meanwhile.
+ * @param fn  visitor; must not be NULL.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO; TALLY_ECORRUPT; or the
+ *         visitor's non-zero value.
+ */
+TALLY_API int tally_events_scan(tally *t, tally_event_fn fn, void *arg);
+
 /* ---------------------------------------------------------------------------
  * Statistics and maintenance
  * ------------------------------------------------------------------------ */

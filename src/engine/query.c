@@ -248,3 +248,63 @@ int tally_types(tally *t, tally_type_info *out, size_t cap, size_t *n)
 		return TALLY_EINVAL;
 	return schema_types(t, out, cap, n);
 }
+
+typedef struct scan_ctx {
+	tally *t;
+	tally_event_fn fn;
+	void *arg;
+	int named;           /* rec's names are those of the ids below */
+	uint16_t ctype, ktype;
+	tally_event_rec rec;
+} scan_ctx;
+
+static void type_name_of(tally *t, uint16_t id, char *out, int *mode)
+{
+	pthread_rwlock_rdlock(&t->sch.lock);
+	out[0] = '\0';
+	*mode = 0;
+	for (size_t i = 0; i < t->sch.type_count; i++) {
+		if (t->sch.type_list[i].id == id) {
+			memcpy(out, t->sch.type_list[i].name, TALLY_NAME_MAX + 1);
+			*mode = t->sch.type_list[i].mode;
+			break;
+		}
+	}
+	pthread_rwlock_unlock(&t->sch.lock);
+}
+
+static int scan_one(void *arg, const key_obj *o, uint64_t seq,
+                    const val_log *v)
+{
+	scan_ctx *c = arg;
+	tally_event_rec *r = &c->rec;
+
+	/* Names change rarely between neighbours: look them up on change. */
+	if (!c->named || o->ctype != c->ctype || o->ktype != c->ktype) {
+		schema_ctype_name(c->t, o->ctype, r->ctype);
+		type_name_of(c->t, o->ktype, r->ktype, &r->mode);
+		c->named = 1;
+		c->ctype = o->ctype;
+		c->ktype = o->ktype;
+	}
+	r->content = o->content;
+	r->member = v->member;
+	r->at_ms = v->at_ms;
+	r->delta = v->delta;
+	r->total = v->total;
+	r->seq = seq;
+	return c->fn(c->arg, r);
+}
+
+int tally_events_scan(tally *t, tally_event_fn fn, void *arg)
+{
+	scan_ctx c;
+
+	if (t == NULL || fn == NULL)
+		return TALLY_EINVAL;
+	memset(&c, 0, sizeof c);
+	c.t = t;
+	c.fn = fn;
+	c.arg = arg;
+	return t->st->vt->scan_log(t->st, scan_one, &c);
+}

@@ -380,6 +380,7 @@ static const store_vt rocks_vt = {
 	.recent = rocks_recent,
 	.has = rocks_has,
 	.history = rocks_history,
+	.scan_log = rocks_scan_log,
 	.load = rocks_load,
 	.backup = rocks_backup,
 	.stats = rocks_stats,

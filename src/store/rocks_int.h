@@ -94,6 +94,9 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms);
 int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
                   uint64_t before, tally_history_entry *out,
                   uint16_t *ctype_ids, size_t *n);
+int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
+                                       uint64_t seq, const val_log *v),
+                   void *arg);
 /* Read one value of a CF into a zigzag int64; TALLY_ENOTFOUND if absent. */
 int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
                   int64_t *out);

@@ -273,3 +273,51 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	}
 	return scan_close(&sc, rc);
 }
+
+/* Backwards over the whole log: keys are object | ~seq, so walking from the
+ * end visits each object's events oldest first. A snapshot keeps the walk
+ * consistent while the committer writes. */
+int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
+                                       uint64_t seq, const val_log *v),
+                   void *arg)
+{
+	rocks *r = (rocks *)s;
+	const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(r->db);
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_iterator_t *it;
+	char *err = NULL;
+	int rc = TALLY_OK;
+
+	if (snap == NULL || ro == NULL) {
+		if (ro)
+			rocksdb_readoptions_destroy(ro);
+		if (snap)
+			rocksdb_release_snapshot(r->db, snap);
+		return TALLY_ENOMEM;
+	}
+	rocksdb_readoptions_set_snapshot(ro, snap);
+	rocksdb_readoptions_set_fill_cache(ro, 0);
+	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
+	for (rocksdb_iter_seek_to_last(it); rc == TALLY_OK &&
+	     rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
+		size_t klen, vlen;
+		const char *k = rocksdb_iter_key(it, &klen);
+		const char *v = rocksdb_iter_value(it, &vlen);
+		key_obj o;
+		uint64_t seq;
+		val_log lv;
+
+		if (key_log_decode((const uint8_t *)k, klen, &o, &seq) ||
+		    val_log_decode((const uint8_t *)v, vlen, &lv))
+			rc = TALLY_ECORRUPT;
+		else
+			rc = fn(arg, &o, seq, &lv);
+	}
+	rocksdb_iter_get_error(it, &err);
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_release_snapshot(r->db, snap);
+	if (err)
+		return rocks_err(err);
+	return rc;
+}

@@ -101,6 +101,11 @@ typedef struct store_vt {
 	int (*history)(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	               uint64_t before, tally_history_entry *out,
 	               uint16_t *ctype_ids, size_t *n);
+	/* Every log entry, object by object, each oldest first, from a
+	 * snapshot; fn returns non-zero to stop (returned as is). */
+	int (*scan_log)(store *s, int (*fn)(void *arg, const key_obj *o,
+	                                    uint64_t seq, const val_log *v),
+	                void *arg);
 	int (*load)(store *s, const store_loader *l);
 	int (*backup)(store *s, const char *dir);
 	void (*stats)(store *s, store_stats *out);

@@ -1,0 +1,75 @@
+/* http.h: tallyd's HTTP/1.1 side with no I/O: a per-connection request
+ * reader over http-parser (keep-alive, pipelining one request at a time,
+ * size limits) and the JSON API of DESIGN.md's HTTP contract, answered
+ * synchronously against the engine (the network layer runs it off the
+ * event loop, since a write waits for its fsync). */
+#ifndef TALLY_SERVER_HTTP_H
+#define TALLY_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "tally.h"
+
+/* ---- request reader ----------------------------------------------------- */
+
+typedef struct http_limits {
+	size_t header_max;   /* bytes of request line + headers; 0: 16 KiB */
+	size_t body_max;     /* bytes of body; 0: 1 MiB */
+} http_limits;
+
+typedef struct http_request {
+	const char *method;  /* "GET", "POST", ... */
+	char *path;          /* percent-decoded path, no query; NUL-terminated */
+	char *query;         /* raw query string without '?', or "" */
+	char *body;          /* NUL-terminated (not counted in body_len) */
+	size_t body_len;
+	char *authorization; /* the Authorization header's value, or NULL */
+	int keep_alive;      /* the connection stays open after the reply */
+} http_request;
+
+typedef struct http_conn http_conn;
+
+/* NULL limits: every default. NULL when out of memory. */
+http_conn *http_conn_create(const http_limits *lim);
+void http_conn_free(http_conn *c);                   /* NULL: no-op */
+
+/* Hand bytes to the reader; they are copied. Returns 0, or -1 on a
+ * malformed or oversize request (see http_conn_error()). */
+int http_conn_feed(http_conn *c, const char *buf, size_t len);
+/* 1: a whole request is in rq (valid until the next feed or next call);
+ * 0: more bytes needed; -1: error, sticky: answer with
+ * http_conn_error() and close. */
+int http_conn_next(http_conn *c, http_request *rq);
+/* Status (400, 413, 431) and message of the reader's error. */
+int http_conn_error(const http_conn *c, const char **msg);
+
+/* ---- the JSON API -------------------------------------------------------- */
+
+typedef struct http_response {
+	int status;
+	char *body;              /* malloc'd, JSON unless content_type says */
+	size_t body_len;
+	const char *content_type;/* static string */
+} http_response;
+
+typedef struct http_api {
+	tally *t;
+	const char *password;    /* NULL: no auth; else Bearer required */
+	/* /metrics text (malloc'd, caller frees); NULL: 404 for /metrics */
+	char *(*metrics)(void *arg, size_t *len);
+	void *metrics_arg;
+} http_api;
+
+/* Answer one request. Never fails: bad input gets a 4xx with
+ * {"error":"..."}; an engine I/O failure a 503. May block (a write waits
+ * for its fsync): call it off the event loop. */
+void http_api_handle(const http_api *api, const http_request *rq,
+                     http_response *rs);
+void http_response_free(http_response *rs);
+
+/* The full response bytes (status line, Content-Type, Content-Length,
+ * Connection) into a malloc'd buffer; NULL when out of memory. */
+char *http_response_format(const http_response *rs, int keep_alive,
+                           size_t *len);
+
+#endif
