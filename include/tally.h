@@ -535,7 +535,11 @@ TALLY_API int tally_events_scan(tally *t, tally_event_fn fn, void *arg);
  * Statistics and maintenance
  * ------------------------------------------------------------------------ */
 
-/** Monotonic counters since open (tally_stats()). */
+/** Buckets of the histograms in tally_stats. */
+#define TALLY_HIST_BUCKETS 16
+
+/** Counters since open (tally_stats_get()), all monotonic but queue_depth,
+ *  counters and last_seq. */
 typedef struct tally_stats {
 	uint64_t writes;          /**< writes acknowledged */
 	uint64_t write_errors;    /**< writes completed with an error */
@@ -549,6 +553,13 @@ typedef struct tally_stats {
 	uint64_t striped_adds;    /**< adds taken by striped cells */
 	uint64_t queue_depth;     /**< writes waiting now */
 	uint64_t last_seq;        /**< newest event number */
+	uint64_t counters;        /**< named counters that exist now */
+	/** batch_hist[i]: batches of at most 2^i writes (the last bucket:
+	 *  any larger). */
+	uint64_t batch_hist[TALLY_HIST_BUCKETS];
+	/** sync_hist[i]: fsyncs that took at most 100 us * 2^i (the last
+	 *  bucket: any longer). */
+	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } tally_stats;
 
 /**

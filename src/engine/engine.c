@@ -376,6 +376,16 @@ static void sync_requests(tally *t, int async)
 	pthread_mutex_unlock(&t->qlock);
 }
 
+/* Bucket i holds batches of at most 2^i writes. */
+static int hist_bucket(size_t n)
+{
+	int i = 0;
+
+	while (i < TALLY_HIST_BUCKETS - 1 && n > ((size_t)1 << i))
+		i++;
+	return i;
+}
+
 static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
@@ -397,6 +407,7 @@ static void commit_batch(tally *t, size_t n)
 	if (rc == TALLY_OK)
 		tokens_settle(t, n);
 	atomic_fetch_add(&t->st_batches, 1);
+	atomic_fetch_add(&t->st_batch_hist[hist_bucket(n)], 1);
 	if (n > atomic_load(&t->st_batch_max))
 		atomic_store(&t->st_batch_max, n);
 	batch_complete(t, n, rc);
@@ -805,7 +816,12 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.sync_ns_total = ss.sync_ns,
 		.striped_adds = atomic_load(&t->st_striped),
 		.last_seq = ss.last_seq,
+		.counters = ss.counters,
 	};
+	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
+		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);
+		out->sync_hist[i] = ss.sync_hist[i];
+	}
 	pthread_mutex_lock(&t->qlock);
 	out->queue_depth = t->count;
 	pthread_mutex_unlock(&t->qlock);

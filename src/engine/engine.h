@@ -115,6 +115,7 @@ struct tally {
 	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
 	_Atomic uint64_t st_batches, st_batch_max, st_striped;
 	_Atomic uint64_t st_fold_overflow;
+	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];
 };
 
 /* engine.c */

@@ -24,6 +24,20 @@ uint64_t rocks_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void rocks_sync_count(rocks *r, uint64_t ns)
+{
+	uint64_t bound = 100000; /* 100 us */
+	int i = 0;
+
+	while (i < TALLY_HIST_BUCKETS - 1 && ns > bound) {
+		bound <<= 1;
+		i++;
+	}
+	atomic_fetch_add(&r->st_sync_hist[i], 1);
+	atomic_fetch_add(&r->st_syncs, 1);
+	atomic_fetch_add(&r->st_sync_ns, ns);
+}
+
 /* Map a RocksDB error string to a code and free it. A lock held by another
  * handle or process is the one error users can act on, so it has a code. */
 int rocks_err(char *err)
@@ -242,6 +256,13 @@ static int seq_load(rocks *r)
 		return TALLY_ECORRUPT;
 	r->seq = len ? be64_get(val) : 0;
 	atomic_store(&r->st_seq, r->seq);
+	rc = meta_get(r, META_COUNTERS, val, sizeof val, &len);
+	if (rc != TALLY_OK)
+		return rc;
+	if (len != 0 && len != sizeof val)
+		return TALLY_ECORRUPT;
+	r->counters = len ? be64_get(val) : 0;
+	atomic_store(&r->st_counters, r->counters);
 	return TALLY_OK;
 }
 
@@ -367,6 +388,9 @@ static void rocks_stats(store *s, store_stats *out)
 	out->syncs = atomic_load(&r->st_syncs);
 	out->sync_ns = atomic_load(&r->st_sync_ns);
 	out->last_seq = atomic_load(&r->st_seq);
+	out->counters = atomic_load(&r->st_counters);
+	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
+		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);
 }
 
 static const store_vt rocks_vt = {

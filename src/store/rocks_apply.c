@@ -99,14 +99,17 @@ static int apply_counter(rocks *r, store_op *op)
 		}
 		/* A counter created here is written whole: a merge onto
 		 * nothing would be right too, but INCRBY 0 must create it. */
-		if (!v->exists)
+		if (!v->exists) {
 			v->put = 1;
+			r->counters_delta++;
+		}
 		v->v += op->value;
 		v->acc = wrap_add(v->acc, op->value);
 		v->exists = 1;
 		op->result = v->v;
 		break;
 	case STORE_OP_SET:
+		r->counters_delta += !v->exists;
 		v->v = op->value;
 		v->exists = 1;
 		v->put = 1;
@@ -114,6 +117,7 @@ static int apply_counter(rocks *r, store_op *op)
 		break;
 	case STORE_OP_DEL:
 		op->result = v->exists;
+		r->counters_delta -= v->exists;
 		v->v = 0;
 		v->exists = 0;
 		v->put = 1;
@@ -315,6 +319,15 @@ static void overlays_flush(rocks *r, uint64_t seq_start)
 			rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_MEMBERS],
 			                             key, len);
 	}
+	if (r->counters_delta != 0) {
+		const uint8_t ckey = META_COUNTERS;
+		uint8_t cval[8];
+
+		be64_put(cval, r->counters + (uint64_t)r->counters_delta);
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META],
+		                          (const char *)&ckey, 1,
+		                          (const char *)cval, sizeof cval);
+	}
 	if (r->seq != seq_start) {
 		const uint8_t skey = META_SEQ;
 		uint8_t sval[8];
@@ -373,10 +386,8 @@ static int batch_write(rocks *r, int sync)
 		rocks_err(err);
 		return TALLY_EIO;
 	}
-	if (sync) {
-		atomic_fetch_add(&r->st_syncs, 1);
-		atomic_fetch_add(&r->st_sync_ns, rocks_now_ns() - t0);
-	}
+	if (sync)
+		rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;
 }
 
@@ -404,9 +415,13 @@ int rocks_apply(store *s, store_batch *b)
 	}
 	if (rc != TALLY_OK) {
 		r->seq = seq_start;
+		r->counters_delta = 0;
 		batch_reset(r);
 		return rc;
 	}
+	r->counters += (uint64_t)r->counters_delta;
+	r->counters_delta = 0;
+	atomic_store(&r->st_counters, r->counters);
 	overlays_commit(r, r->ov_named, r->cache_named);
 	overlays_commit(r, r->ov_totals, r->cache_totals);
 	batch_reset(r);
@@ -428,7 +443,6 @@ int rocks_sync(store *s)
 		rocks_err(err);
 		return TALLY_EIO;
 	}
-	atomic_fetch_add(&r->st_syncs, 1);
-	atomic_fetch_add(&r->st_sync_ns, rocks_now_ns() - t0);
+	rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;
 }

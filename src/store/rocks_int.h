@@ -27,6 +27,7 @@ enum rocks_cf {
 #define META_TYPE   't'  /* 't' name -> id be16, mode byte */
 #define META_CTYPE  'c'  /* 'c' name -> id be16 */
 #define META_TOKEN  'k'  /* 'k' token -> result zigzag, expiry zigzag */
+#define META_COUNTERS 'n' /* -> number of named counters, be64 */
 #define ROCKS_FORMAT 1
 
 /* A counter value or object total known to the committer. */
@@ -66,6 +67,8 @@ typedef struct rocks {
 	hmap *ov_members;    /* this batch: object|member -> rocks_mem */
 	uint32_t cache_max;
 	uint64_t seq;        /* last event seq written */
+	uint64_t counters;   /* named counters that exist */
+	int64_t counters_delta; /* this batch */
 	int failed;          /* a write failed: refuse writes until reopen */
 
 	/* Read by other threads through stats(). */
@@ -73,11 +76,15 @@ typedef struct rocks {
 	_Atomic uint64_t st_syncs;
 	_Atomic uint64_t st_sync_ns;
 	_Atomic uint64_t st_seq;
+	_Atomic uint64_t st_counters;
+	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rocks;
 
 /* rocks.c */
 int rocks_err(char *err);
 uint64_t rocks_now_ns(void);
+/* Count one fsync of ns in the histogram and totals. */
+void rocks_sync_count(rocks *r, uint64_t ns);
 
 /* rocks_apply.c */
 int rocks_apply(store *s, store_batch *b);

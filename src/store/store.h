@@ -58,6 +58,8 @@ typedef struct store_stats {
 	uint64_t syncs;
 	uint64_t sync_ns;
 	uint64_t last_seq;
+	uint64_t counters;   /* named counters that exist */
+	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } store_stats;
 
 /* Visitors for store_vt.load. Each returns 0 to go on. */
