@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan bench clean
+.PHONY: all deps build test test-asan bench run clean
 
 all: build
 
@@ -25,6 +25,13 @@ test: deps
 # The whole suite again under AddressSanitizer and UBSan.
 test-asan: deps
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DTALLY_SANITIZE=ON $(CMAKE_FLAGS)"
+
+# Release build, then tallyd on ./data with the default ports; Ctrl-C stops
+# it cleanly. Flags: make run ARGS="--durability async".
+run: deps
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build build-release -j $(JOBS) --target tallyd tally_cli
+	build-release/tallyd --data ./data $(ARGS)
 
 bench: deps
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -15,6 +15,11 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
+# Node.js (for the Node Redis client test) may come from elsewhere than
+# Debian, with its own npm: only a machine without npm gets Debian's.
+if ! command -v npm >/dev/null 2>&1; then
+	missing="$missing nodejs npm"
+fi
 [ -z "$missing" ] && exit 0
 
 echo "deps: installing$missing"

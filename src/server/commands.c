@@ -1,0 +1,1031 @@
+/* commands.c: tallyd's command table and handlers: the Redis-compatible
+ * commands (with Redis's semantics and error texts) and the TALLY.* ones.
+ * Handlers parse arguments, read through the engine or queue writes with
+ * ctx->submit, and build replies with the reply_* helpers; arity and
+ * authentication are checked here, from the table, before any handler. */
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/server.h"
+
+enum cmd_flags {
+	CMD_WRITE = 1 << 0,   /* queues writes */
+	CMD_NOAUTH = 1 << 1,  /* allowed before AUTH */
+};
+
+typedef void cmd_fn(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
+
+typedef struct cmd_def {
+	const char *name;     /* lower case */
+	int arity;            /* > 0 exact argc, < 0 at least -arity */
+	int flags;
+	cmd_fn *fn;
+} cmd_def;
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+/* Redis's string2ll: an optional '-', no leading zeros, no spaces. */
+static int parse_i64(const char *s, size_t len, int64_t *out)
+{
+	uint64_t v = 0, lim;
+	size_t i = 0;
+	int neg = 0;
+
+	if (len == 0 || len > 20)
+		return -1;
+	if (s[0] == '-') {
+		neg = 1;
+		i = 1;
+		if (len == 1)
+			return -1;
+	}
+	if (s[i] == '0' && len > i + 1)
+		return -1;
+	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+	for (; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (v > (lim - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
+	return 0;
+}
+
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int arg_is(const char *arg, size_t len, const char *word)
+{
+	return strlen(word) == len && strncasecmp(arg, word, len) == 0;
+}
+
+static void reply_not_int(rbuf *out)
+{
+	reply_error(out, "ERR value is not an integer or out of range");
+}
+
+static void reply_syntax(rbuf *out)
+{
+	reply_error(out, "ERR syntax error");
+}
+
+void cmd_reply_tally_error(rbuf *out, int err)
+{
+	switch (err) {
+	case TALLY_EOVERFLOW:
+		reply_error(out, "ERR increment or decrement would overflow");
+		break;
+	case TALLY_EKEYSIZE:
+		reply_errorf(out, "ERR key, name or id too long or empty "
+		             "(keys 1..%d bytes, names 1..%d, ids 1..%d)",
+		             TALLY_KEY_MAX, TALLY_NAME_MAX, TALLY_ID_MAX);
+		break;
+	case TALLY_EIO:
+		reply_error(out, "IOERR the store failed; writes are refused "
+		            "until tallyd is restarted");
+		break;
+	case TALLY_ECLOSED:
+		reply_error(out, "ERR server is shutting down");
+		break;
+	default:
+		reply_errorf(out, "ERR %s", tally_strerror(err));
+	}
+}
+
+/* A key of a named counter must fit the engine's limit. */
+static int key_ok(cmd_ctx *c, size_t len)
+{
+	if (len == 0 || len > TALLY_KEY_MAX) {
+		reply_errorf(c->out, "ERR key must be 1..%d bytes",
+		             TALLY_KEY_MAX);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- connection commands --------------------------------------------------- */
+
+static void cmd_ping(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	if (argc > 2) {
+		reply_error(c->out,
+		            "ERR wrong number of arguments for 'ping' command");
+		return;
+	}
+	if (argc == 2)
+		reply_bulk(c->out, argv[1], lens[1]);
+	else
+		reply_status(c->out, "PONG");
+}
+
+static void cmd_echo(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	(void)argc;
+	reply_bulk(c->out, argv[1], lens[1]);
+}
+
+static void cmd_quit(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	(void)argc, (void)argv, (void)lens;
+	reply_status(c->out, "OK");
+	c->cl->close_after = 1;
+}
+
+static int auth_check(cmd_ctx *c, const char *user, size_t ulen,
+                      const char *pass, size_t plen)
+{
+	if (c->s->cfg.requirepass == NULL) {
+		reply_error(c->out, "ERR AUTH <password> called without any "
+		            "password configured for the default user. Are you "
+		            "sure your configuration is correct?");
+		return 0;
+	}
+	if ((user != NULL && !(ulen == 7 && memcmp(user, "default", 7) == 0)) ||
+	    !srv_password_ok(c->s, pass, plen)) {
+		reply_error(c->out, "WRONGPASS invalid username-password pair "
+		            "or user is disabled.");
+		return 0;
+	}
+	c->cl->authed = 1;
+	return 1;
+}
+
+static void cmd_auth(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	if (argc > 3) {
+		reply_syntax(c->out);
+		return;
+	}
+	if (argc == 2 ? auth_check(c, NULL, 0, argv[1], lens[1])
+	              : auth_check(c, argv[1], lens[1], argv[2], lens[2]))
+		reply_status(c->out, "OK");
+}
+
+static int name_ok(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '!' || s[i] > '~')
+			return 0;
+	return len < sizeof(((client_info *)0)->name);
+}
+
+static void hello_reply(cmd_ctx *c)
+{
+	reply_map(c->out, 7);
+	reply_cstr(c->out, "server");
+	reply_cstr(c->out, "tally");
+	reply_cstr(c->out, "version");
+	reply_cstr(c->out, TALLY_VERSION_STRING);
+	reply_cstr(c->out, "proto");
+	reply_int(c->out, c->cl->proto);
+	reply_cstr(c->out, "id");
+	reply_int(c->out, (int64_t)c->cl->id);
+	reply_cstr(c->out, "mode");
+	reply_cstr(c->out, "standalone");
+	reply_cstr(c->out, "role");
+	reply_cstr(c->out, "master");
+	reply_cstr(c->out, "modules");
+	reply_array(c->out, 0);
+}
+
+static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t ver = c->cl->proto;
+	size_t i = 2;
+
+	if (argc >= 2 && (parse_i64(argv[1], lens[1], &ver) || ver < 2 ||
+	                  ver > 3)) {
+		if (parse_i64(argv[1], lens[1], &ver))
+			reply_error(c->out, "ERR Protocol version is not an "
+			            "integer or out of range");
+		else
+			reply_error(c->out,
+			            "NOPROTO unsupported protocol version");
+		return;
+	}
+	for (; i < argc; i++) {
+		if (arg_is(argv[i], lens[i], "auth") && i + 2 < argc) {
+			if (!auth_check(c, argv[i + 1], lens[i + 1], argv[i + 2],
+			                lens[i + 2]))
+				return;
+			i += 2;
+		} else if (arg_is(argv[i], lens[i], "setname") && i + 1 < argc) {
+			if (!name_ok(argv[i + 1], lens[i + 1])) {
+				reply_error(c->out, "ERR Client names cannot "
+				            "contain spaces, newlines or special "
+				            "characters.");
+				return;
+			}
+			memcpy(c->cl->name, argv[i + 1], lens[i + 1] + 1);
+			i++;
+		} else {
+			reply_errorf(c->out, "ERR Syntax error in HELLO option "
+			             "'%.64s'", argv[i]);
+			return;
+		}
+	}
+	if (c->s->cfg.requirepass != NULL && !c->cl->authed) {
+		reply_error(c->out, "NOAUTH HELLO must be called with the "
+		            "client already authenticated, otherwise the HELLO "
+		            "<proto> AUTH <user> <pass> option can be used to "
+		            "authenticate the client and select the RESP "
+		            "protocol version at the same time");
+		return;
+	}
+	c->cl->proto = (int)ver;
+	c->out->proto = (int)ver;
+	hello_reply(c);
+}
+
+static void cmd_select(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t db;
+
+	(void)argc;
+	if (parse_i64(argv[1], lens[1], &db))
+		reply_error(c->out, "ERR value is not an integer or out of range");
+	else if (db != 0)
+		reply_error(c->out, "ERR DB index is out of range");
+	else
+		reply_status(c->out, "OK");
+}
+
+static void client_setinfo(cmd_ctx *c, size_t argc, char **argv,
+                           size_t *lens)
+{
+	int lib = arg_is(argv[2], lens[2], "lib-name");
+
+	if (argc != 4) {
+		reply_error(c->out, "ERR wrong number of arguments for "
+		            "'client|setinfo' command");
+		return;
+	}
+	if (!lib && !arg_is(argv[2], lens[2], "lib-ver")) {
+		reply_errorf(c->out, "ERR Unrecognized option '%.64s'", argv[2]);
+		return;
+	}
+	char *dst = lib ? c->cl->lib_name : c->cl->lib_ver;
+	size_t cap = lib ? sizeof c->cl->lib_name : sizeof c->cl->lib_ver;
+
+	if (!name_ok(argv[3], lens[3]) || lens[3] >= cap) {
+		reply_errorf(c->out, "ERR %s cannot contain spaces, newlines "
+		             "or special characters.", lib ? "lib-name" : "lib-ver");
+		return;
+	}
+	memcpy(dst, argv[3], lens[3] + 1);
+	reply_status(c->out, "OK");
+}
+
+static void cmd_client(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	if (arg_is(argv[1], lens[1], "id") && argc == 2) {
+		reply_int(c->out, (int64_t)c->cl->id);
+	} else if (arg_is(argv[1], lens[1], "getname") && argc == 2) {
+		if (c->cl->name[0])
+			reply_cstr(c->out, c->cl->name);
+		else
+			reply_nil(c->out);
+	} else if (arg_is(argv[1], lens[1], "setname") && argc == 3) {
+		if (!name_ok(argv[2], lens[2])) {
+			reply_error(c->out, "ERR Client names cannot contain "
+			            "spaces, newlines or special characters.");
+			return;
+		}
+		memcpy(c->cl->name, argv[2], lens[2] + 1);
+		reply_status(c->out, "OK");
+	} else if (arg_is(argv[1], lens[1], "setinfo") && argc >= 3) {
+		client_setinfo(c, argc, argv, lens);
+	} else {
+		reply_errorf(c->out, "ERR unknown subcommand or wrong number of "
+		             "arguments for '%.64s'. Try CLIENT HELP.", argv[1]);
+	}
+}
+
+/* ---- server commands -------------------------------------------------------- */
+
+static cmd_fn cmd_command;
+
+static void cmd_info(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	size_t len;
+	char *text;
+
+	(void)lens;
+	text = info_text(c->s, argc > 1 ? argv[1] : "default", &len);
+	if (text == NULL) {
+		reply_error(c->out, "ERR out of memory");
+		return;
+	}
+	reply_verbatim(c->out, text, len);
+	free(text);
+}
+
+static void cmd_dbsize(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_stats st;
+
+	(void)argc, (void)argv, (void)lens;
+	tally_stats_get(c->s->t, &st);
+	reply_int(c->out, (int64_t)st.counters);
+}
+
+/* CONFIG GET, enough for tools that read settings (redis-benchmark): the
+ * persistence parameters answer with tally's equivalent; others match
+ * nothing. CONFIG SET is not supported: tally is configured by flags. */
+static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int sync = c->s->cfg.durability == TALLY_DURABILITY_SYNC;
+	const char *names[] = { "save", "appendonly", "appendfsync" };
+	const char *vals[] = { "", "yes", sync ? "always" : "everysec" };
+	size_t hit[3], n = 0;
+
+	if (argc < 3 || !arg_is(argv[1], lens[1], "get")) {
+		reply_errorf(c->out, "ERR unknown subcommand or wrong number "
+		             "of arguments for '%.64s'. Try CONFIG HELP.",
+		             argv[1]);
+		return;
+	}
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 2; i < argc; i++)
+			if (arg_is(argv[i], lens[i], names[k]) ||
+			    arg_is(argv[i], lens[i], "*")) {
+				hit[n++] = k;
+				break;
+			}
+	reply_map(c->out, n);
+	for (size_t i = 0; i < n; i++) {
+		reply_cstr(c->out, names[hit[i]]);
+		reply_cstr(c->out, vals[hit[i]]);
+	}
+}
+
+/* ---- named counters ------------------------------------------------------- */
+
+static void incr_generic(cmd_ctx *c, const char *key, size_t klen,
+                         int64_t delta)
+{
+	tally_write w = { .kind = TALLY_W_INCRBY, .key = key, .key_len = klen,
+	                  .value = delta };
+	int rc;
+
+	if (!key_ok(c, klen))
+		return;
+	rc = c->submit(c->conn, &w, 1, FMT_INT);
+	if (rc != TALLY_OK)
+		cmd_reply_tally_error(c->out, rc);
+}
+
+static void cmd_incr(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	(void)argc;
+	incr_generic(c, argv[1], lens[1], 1);
+}
+
+static void cmd_decr(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	(void)argc;
+	incr_generic(c, argv[1], lens[1], -1);
+}
+
+static void cmd_incrby(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t by;
+
+	(void)argc;
+	if (parse_i64(argv[2], lens[2], &by)) {
+		reply_not_int(c->out);
+		return;
+	}
+	incr_generic(c, argv[1], lens[1], by);
+}
+
+static void cmd_decrby(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t by;
+
+	(void)argc;
+	if (parse_i64(argv[2], lens[2], &by)) {
+		reply_not_int(c->out);
+		return;
+	}
+	if (by == INT64_MIN) {
+		reply_error(c->out, "ERR decrement would overflow");
+		return;
+	}
+	incr_generic(c, argv[1], lens[1], -by);
+}
+
+static void reply_value(rbuf *out, int64_t v)
+{
+	char buf[24];
+	int n = snprintf(buf, sizeof buf, "%" PRId64, v);
+
+	reply_bulk(out, buf, (size_t)n);
+}
+
+static void cmd_get(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t v;
+	int rc;
+
+	(void)argc;
+	if (!key_ok(c, lens[1]))
+		return;
+	rc = tally_get(c->s->t, argv[1], lens[1], &v);
+	if (rc == TALLY_OK)
+		reply_value(c->out, v);
+	else if (rc == TALLY_ENOTFOUND)
+		reply_nil(c->out);
+	else
+		cmd_reply_tally_error(c->out, rc);
+}
+
+static void cmd_mget(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	reply_array(c->out, argc - 1);
+	for (size_t i = 1; i < argc; i++) {
+		int64_t v;
+		int rc = TALLY_ENOTFOUND;
+
+		/* A key tally cannot hold holds nothing: nil, as Redis
+		 * answers for a key of another type. */
+		if (lens[i] > 0 && lens[i] <= TALLY_KEY_MAX)
+			rc = tally_get(c->s->t, argv[i], lens[i], &v);
+		if (rc == TALLY_OK)
+			reply_value(c->out, v);
+		else
+			reply_nil(c->out);
+	}
+}
+
+static void cmd_exists(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int64_t n = 0, v;
+
+	for (size_t i = 1; i < argc; i++)
+		if (lens[i] > 0 && lens[i] <= TALLY_KEY_MAX &&
+		    tally_get(c->s->t, argv[i], lens[i], &v) == TALLY_OK)
+			n++;
+	reply_int(c->out, n);
+}
+
+static void cmd_set(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_write w = { .kind = TALLY_W_SET, .key = argv[1],
+	                  .key_len = lens[1] };
+	int rc;
+
+	if (argc != 3) {
+		reply_error(c->out, "ERR tally SET takes KEY VALUE only "
+		            "(no expiry or conditions)");
+		return;
+	}
+	if (parse_i64(argv[2], lens[2], &w.value)) {
+		reply_not_int(c->out);
+		return;
+	}
+	if (!key_ok(c, lens[1]))
+		return;
+	rc = c->submit(c->conn, &w, 1, FMT_OK);
+	if (rc != TALLY_OK)
+		cmd_reply_tally_error(c->out, rc);
+}
+
+/* Most keys one DEL takes (one reply sums them). */
+#define DEL_KEYS_MAX 1024
+
+static void cmd_del(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_write w[DEL_KEYS_MAX];
+	size_t n = 0;
+	int rc;
+
+	if (argc - 1 > DEL_KEYS_MAX) {
+		reply_errorf(c->out, "ERR DEL takes at most %d keys",
+		             DEL_KEYS_MAX);
+		return;
+	}
+	for (size_t i = 1; i < argc; i++) {
+		/* Keys tally cannot hold do not exist: Redis counts 0. */
+		if (lens[i] == 0 || lens[i] > TALLY_KEY_MAX)
+			continue;
+		w[n++] = (tally_write){ .kind = TALLY_W_DEL, .key = argv[i],
+		                        .key_len = lens[i] };
+	}
+	if (n == 0) {
+		reply_int(c->out, 0);
+		return;
+	}
+	rc = c->submit(c->conn, w, n, FMT_SUM);
+	if (rc != TALLY_OK)
+		cmd_reply_tally_error(c->out, rc);
+}
+
+/* ---- TALLY.* --------------------------------------------------------------- */
+
+static int parse_id_arg(cmd_ctx *c, const char *what, const char *s,
+                        size_t len, uint64_t *out)
+{
+	if (parse_u64(s, len, out) == 0)
+		return 1;
+	reply_errorf(c->out, "ERR %s is not an unsigned 64-bit integer", what);
+	return 0;
+}
+
+static void reply_event_error(cmd_ctx *c, int rc, const char *ktype)
+{
+	if (rc == TALLY_ENOTYPE)
+		reply_errorf(c->out, "ERR unknown counting type '%.64s'", ktype);
+	else if (rc == TALLY_EINVAL)
+		reply_error(c->out, "ERR invalid event: unique types need a "
+		            "member and DELTA 1; total types a DELTA > 0; AT "
+		            "is ms since the epoch, before 2100; names are "
+		            "[A-Za-z0-9_.:-]");
+	else
+		cmd_reply_tally_error(c->out, rc);
+}
+
+/* TALLY.ADD|REMOVE ctype ktype content member [DELTA n] [AT ms] [ID t] */
+static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
+                      int kind)
+{
+	tally_write w = { .kind = kind };
+	tally_event *ev = &w.event;
+	int rc;
+
+	ev->ctype = argv[1];
+	ev->ktype = argv[2];
+	if (!parse_id_arg(c, "content", argv[3], lens[3], &ev->content) ||
+	    !parse_id_arg(c, "member", argv[4], lens[4], &ev->member))
+		return;
+	for (size_t i = 5; i < argc; i += 2) {
+		if (i + 1 >= argc) {
+			reply_syntax(c->out);
+			return;
+		}
+		if (arg_is(argv[i], lens[i], "delta")) {
+			if (parse_i64(argv[i + 1], lens[i + 1], &ev->delta) ||
+			    ev->delta <= 0) {
+				reply_error(c->out, "ERR DELTA must be a "
+				            "positive integer");
+				return;
+			}
+		} else if (arg_is(argv[i], lens[i], "at")) {
+			if (parse_i64(argv[i + 1], lens[i + 1], &ev->at_ms) ||
+			    ev->at_ms <= 0) {
+				reply_error(c->out, "ERR AT must be a positive "
+				            "time in ms since the epoch");
+				return;
+			}
+		} else if (arg_is(argv[i], lens[i], "id")) {
+			w.id = argv[i + 1];
+			w.id_len = lens[i + 1];
+		} else {
+			reply_syntax(c->out);
+			return;
+		}
+	}
+	rc = c->submit(c->conn, &w, 1, FMT_INT);
+	if (rc != TALLY_OK)
+		reply_event_error(c, rc, argv[2]);
+}
+
+static void cmd_tadd(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	event_cmd(c, argc, argv, lens, TALLY_W_ADD);
+}
+
+static void cmd_tremove(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	event_cmd(c, argc, argv, lens, TALLY_W_REMOVE);
+}
+
+static void reply_read_error(cmd_ctx *c, int rc, const char *ktype)
+{
+	if (rc == TALLY_ENOTYPE)
+		reply_errorf(c->out, "ERR unknown counting type '%.64s'", ktype);
+	else if (rc == TALLY_EMODE)
+		reply_errorf(c->out, "ERR '%.64s' is a total type: membership "
+		             "is kept for unique types only", ktype);
+	else
+		cmd_reply_tally_error(c->out, rc);
+}
+
+static void cmd_tcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	uint64_t content;
+	int64_t at = 0, n;
+	int rc;
+
+	if (!parse_id_arg(c, "content", argv[3], lens[3], &content))
+		return;
+	if (argc == 6 && arg_is(argv[4], lens[4], "at")) {
+		if (parse_i64(argv[5], lens[5], &at) || at <= 0) {
+			reply_error(c->out, "ERR AT must be a positive time in "
+			            "ms since the epoch");
+			return;
+		}
+	} else if (argc != 4) {
+		reply_syntax(c->out);
+		return;
+	}
+	rc = at ? tally_count_at(c->s->t, argv[1], argv[2], content, at, &n)
+	        : tally_count(c->s->t, argv[1], argv[2], content, &n);
+	if (rc == TALLY_OK)
+		reply_int(c->out, n);
+	else
+		reply_read_error(c, rc, argv[2]);
+}
+
+/* Objects per TALLY.MCOUNT, within the engine's TALLY_MULTI_MAX. */
+#define MCOUNT_MAX 1000
+
+static void cmd_tmcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	uint64_t ids[MCOUNT_MAX] = { 0 };
+	int64_t counts[MCOUNT_MAX];
+	size_t n = argc - 3;
+	int rc;
+
+	if (n > MCOUNT_MAX) {
+		reply_errorf(c->out, "ERR TALLY.MCOUNT takes at most %d objects",
+		             MCOUNT_MAX);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!parse_id_arg(c, "content", argv[3 + i], lens[3 + i],
+		                  &ids[i]))
+			return;
+	rc = tally_mcount(c->s->t, argv[1], argv[2], ids, n, counts);
+	if (rc != TALLY_OK) {
+		reply_read_error(c, rc, argv[2]);
+		return;
+	}
+	reply_array(c->out, n);
+	for (size_t i = 0; i < n; i++)
+		reply_int(c->out, counts[i]);
+}
+
+static void cmd_tcounts(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_type_count tc[TALLY_TYPES_MAX];
+	uint64_t content;
+	size_t n;
+	int rc;
+
+	(void)argc;
+	if (!parse_id_arg(c, "content", argv[2], lens[2], &content))
+		return;
+	rc = tally_counts(c->s->t, argv[1], content, tc, TALLY_TYPES_MAX, &n);
+	if (rc != TALLY_OK) {
+		cmd_reply_tally_error(c->out, rc);
+		return;
+	}
+	reply_map(c->out, n);
+	for (size_t i = 0; i < n; i++) {
+		reply_cstr(c->out, tc[i].ktype);
+		reply_int(c->out, tc[i].count);
+	}
+}
+
+/* [LIMIT n] [BEFORE seq] from argv[from]; defaults limit 20, before 0. */
+static int page_args(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
+                     size_t from, size_t *limit, uint64_t *before)
+{
+	*limit = 20;
+	*before = 0;
+	for (size_t i = from; i < argc; i += 2) {
+		uint64_t v;
+
+		if (i + 1 >= argc || parse_u64(argv[i + 1], lens[i + 1], &v)) {
+			reply_syntax(c->out);
+			return 0;
+		}
+		if (arg_is(argv[i], lens[i], "limit") && v >= 1 &&
+		    v <= TALLY_PAGE_MAX) {
+			*limit = (size_t)v;
+		} else if (arg_is(argv[i], lens[i], "before")) {
+			*before = v;
+		} else {
+			reply_errorf(c->out, "ERR syntax error (LIMIT 1..%d, "
+			             "BEFORE seq)", TALLY_PAGE_MAX);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void cmd_trecent(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_entry e[TALLY_PAGE_MAX];
+	uint64_t content, before;
+	size_t limit, n;
+	int rc;
+
+	if (!parse_id_arg(c, "content", argv[3], lens[3], &content) ||
+	    !page_args(c, argc, argv, lens, 4, &limit, &before))
+		return;
+	rc = tally_recent(c->s->t, argv[1], argv[2], content, limit, before, e,
+	                  &n);
+	if (rc != TALLY_OK) {
+		reply_read_error(c, rc, argv[2]);
+		return;
+	}
+	reply_array(c->out, n);
+	for (size_t i = 0; i < n; i++) {
+		reply_array(c->out, 4);
+		reply_int(c->out, (int64_t)e[i].member);
+		reply_int(c->out, e[i].at_ms);
+		reply_cstr(c->out, e[i].delta > 0 ? "add" : "remove");
+		reply_int(c->out, (int64_t)e[i].seq);
+	}
+}
+
+static void cmd_thas(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	uint64_t content, member;
+	int64_t at;
+	int rc;
+
+	(void)argc;
+	if (!parse_id_arg(c, "content", argv[3], lens[3], &content) ||
+	    !parse_id_arg(c, "member", argv[4], lens[4], &member))
+		return;
+	rc = tally_has(c->s->t, argv[1], argv[2], content, member, &at);
+	if (rc == TALLY_OK)
+		reply_int(c->out, at);
+	else if (rc == TALLY_ENOTFOUND)
+		reply_nil(c->out);
+	else if (rc == TALLY_EINVAL)
+		reply_error(c->out, "ERR member must be non-zero");
+	else
+		reply_read_error(c, rc, argv[2]);
+}
+
+static void cmd_thistory(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	static _Thread_local tally_history_entry h[TALLY_PAGE_MAX];
+	uint64_t member, before;
+	size_t limit, n;
+	int rc;
+
+	if (!parse_id_arg(c, "member", argv[1], lens[1], &member) ||
+	    !page_args(c, argc, argv, lens, 3, &limit, &before))
+		return;
+	if (member == 0) {
+		reply_error(c->out, "ERR member must be non-zero");
+		return;
+	}
+	rc = tally_history(c->s->t, member, argv[2], limit, before, h, &n);
+	if (rc != TALLY_OK) {
+		reply_read_error(c, rc, argv[2]);
+		return;
+	}
+	reply_array(c->out, n);
+	for (size_t i = 0; i < n; i++) {
+		reply_array(c->out, 5);
+		reply_cstr(c->out, h[i].ctype);
+		reply_int(c->out, (int64_t)h[i].content);
+		reply_int(c->out, h[i].at_ms);
+		reply_cstr(c->out, h[i].delta > 0 ? "add" : "remove");
+		reply_int(c->out, (int64_t)h[i].seq);
+	}
+}
+
+static void cmd_ttype(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int mode, rc;
+
+	if (argc != 4 || !arg_is(argv[1], lens[1], "add")) {
+		reply_error(c->out, "ERR usage: TALLY.TYPE ADD name "
+		            "unique|total");
+		return;
+	}
+	if (arg_is(argv[3], lens[3], "unique"))
+		mode = TALLY_MODE_UNIQUE;
+	else if (arg_is(argv[3], lens[3], "total"))
+		mode = TALLY_MODE_TOTAL;
+	else {
+		reply_error(c->out, "ERR mode must be unique or total");
+		return;
+	}
+	rc = tally_type_add(c->s->t, argv[2], mode);
+	if (rc == TALLY_OK)
+		reply_status(c->out, "OK");
+	else if (rc == TALLY_ETYPEEXISTS)
+		reply_errorf(c->out, "ERR counting type '%.64s' exists with "
+		             "the other mode", argv[2]);
+	else if (rc == TALLY_EINVAL)
+		reply_error(c->out, "ERR type names are 1..64 bytes of "
+		            "[A-Za-z0-9_.:-]");
+	else
+		cmd_reply_tally_error(c->out, rc);
+}
+
+static void cmd_ttypes(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	tally_type_info ti[TALLY_TYPES_MAX];
+	size_t n;
+
+	(void)argc, (void)argv, (void)lens;
+	tally_types(c->s->t, ti, TALLY_TYPES_MAX, &n);
+	reply_array(c->out, n);
+	for (size_t i = 0; i < n; i++) {
+		reply_array(c->out, 2);
+		reply_cstr(c->out, ti[i].name);
+		reply_cstr(c->out, ti[i].mode == TALLY_MODE_UNIQUE ? "unique"
+		                                                   : "total");
+	}
+}
+
+static void cmd_tshards(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	/* The embedded store keeps one record per counter: hot keys are
+	 * coalesced by group commit and striped cells, not sharded. Shards
+	 * belong to the redis-cluster store. */
+	if (!key_ok(c, lens[1]))
+		return;
+	(void)argv;
+	if (argc == 2)
+		reply_int(c->out, 1);
+	else
+		reply_error(c->out, "ERR TALLY.SHARDS n applies to the "
+		            "redis-cluster store; the rocksdb store needs no "
+		            "shards");
+}
+
+static void cmd_tbackup(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	int rc;
+
+	(void)argc, (void)lens;
+	rc = tally_backup(c->s->t, argv[1]);
+	if (rc == TALLY_OK)
+		reply_status(c->out, "OK");
+	else if (rc == TALLY_EIO)
+		reply_errorf(c->out, "ERR backup to '%.200s' failed: the folder "
+		             "must not exist and its parent must be writable",
+		             argv[1]);
+	else
+		cmd_reply_tally_error(c->out, rc);
+}
+
+/* ---- the table ----------------------------------------------------------------- */
+
+static const cmd_def table[] = {
+	{ "ping", -1, 0, cmd_ping },
+	{ "echo", 2, 0, cmd_echo },
+	{ "quit", -1, CMD_NOAUTH, cmd_quit },
+	{ "hello", -1, CMD_NOAUTH, cmd_hello },
+	{ "auth", -2, CMD_NOAUTH, cmd_auth },
+	{ "select", 2, 0, cmd_select },
+	{ "client", -2, 0, cmd_client },
+	{ "command", -1, 0, cmd_command },
+	{ "info", -1, 0, cmd_info },
+	{ "dbsize", 1, 0, cmd_dbsize },
+	{ "config", -2, 0, cmd_config },
+	{ "incr", 2, CMD_WRITE, cmd_incr },
+	{ "incrby", 3, CMD_WRITE, cmd_incrby },
+	{ "decr", 2, CMD_WRITE, cmd_decr },
+	{ "decrby", 3, CMD_WRITE, cmd_decrby },
+	{ "get", 2, 0, cmd_get },
+	{ "mget", -2, 0, cmd_mget },
+	{ "set", -3, CMD_WRITE, cmd_set },
+	{ "del", -2, CMD_WRITE, cmd_del },
+	{ "exists", -2, 0, cmd_exists },
+	{ "tally.add", -5, CMD_WRITE, cmd_tadd },
+	{ "tally.remove", -5, CMD_WRITE, cmd_tremove },
+	{ "tally.count", -4, 0, cmd_tcount },
+	{ "tally.mcount", -4, 0, cmd_tmcount },
+	{ "tally.counts", 3, 0, cmd_tcounts },
+	{ "tally.recent", -4, 0, cmd_trecent },
+	{ "tally.has", 5, 0, cmd_thas },
+	{ "tally.history", -3, 0, cmd_thistory },
+	{ "tally.type", -2, 0, cmd_ttype },
+	{ "tally.types", 1, 0, cmd_ttypes },
+	{ "tally.shards", -2, 0, cmd_tshards },
+	{ "tally.backup", 2, 0, cmd_tbackup },
+};
+static const size_t table_n = sizeof table / sizeof table[0];
+
+_Static_assert(sizeof table / sizeof table[0] <= CMD_TABLE_MAX,
+               "command statistics have room for every command");
+
+static void command_info(cmd_ctx *c, const cmd_def *d)
+{
+	int keyed = d->name[0] != 't' && (d->flags & CMD_WRITE ||
+	            !strcmp(d->name, "get") || !strcmp(d->name, "mget") ||
+	            !strcmp(d->name, "exists"));
+
+	reply_array(c->out, 6);
+	reply_cstr(c->out, d->name);
+	reply_int(c->out, d->arity);
+	reply_array(c->out, 1);
+	reply_status(c->out, d->flags & CMD_WRITE ? "write" : "readonly");
+	reply_int(c->out, keyed ? 1 : 0);
+	reply_int(c->out, keyed ? (d->arity < 0 && strcmp(d->name, "set") ?
+	                           -1 : 1) : 0);
+	reply_int(c->out, keyed ? 1 : 0);
+}
+
+static void cmd_command(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	if (argc == 1) {
+		reply_array(c->out, table_n);
+		for (size_t i = 0; i < table_n; i++)
+			command_info(c, &table[i]);
+	} else if (arg_is(argv[1], lens[1], "count") && argc == 2) {
+		reply_int(c->out, (int64_t)table_n);
+	} else if (arg_is(argv[1], lens[1], "docs")) {
+		/* No docs: redis-cli then uses its own hints. */
+		reply_map(c->out, 0);
+	} else {
+		reply_errorf(c->out, "ERR unknown subcommand or wrong number of "
+		             "arguments for '%.64s'. Try COMMAND HELP.", argv[1]);
+	}
+}
+
+const char *cmd_name(size_t i)
+{
+	return i < table_n ? table[i].name : NULL;
+}
+
+static const cmd_def *lookup(const char *name, size_t len)
+{
+	for (size_t i = 0; i < table_n; i++)
+		if (arg_is(name, len, table[i].name))
+			return &table[i];
+	return NULL;
+}
+
+int cmd_is_write(const char *name, size_t len)
+{
+	const cmd_def *d = lookup(name, len);
+
+	return d != NULL && (d->flags & CMD_WRITE);
+}
+
+static void reply_unknown(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	char args[160];
+	size_t used = 0;
+
+	args[0] = '\0';
+	for (size_t i = 1; i < argc && used < 128; i++) {
+		int n = snprintf(args + used, sizeof args - used, "'%.*s' ",
+		                 (int)(lens[i] < 128 - used ? lens[i] : 128 - used),
+		                 argv[i]);
+		if (n < 0 || (size_t)n >= sizeof args - used)
+			break;
+		used += (size_t)n;
+	}
+	reply_errorf(c->out, "ERR unknown command '%.128s', with args "
+	             "beginning with: %s", argv[0], args);
+}
+
+void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	const cmd_def *d;
+
+	assert(argc >= 1);
+	d = lookup(argv[0], lens[0]);
+	if (d == NULL) {
+		reply_unknown(c, argc, argv, lens);
+		return;
+	}
+	atomic_fetch_add(&c->s->cmd_calls[d - table], 1);
+	if (c->s->cfg.requirepass && !c->cl->authed &&
+	    !(d->flags & CMD_NOAUTH)) {
+		reply_error(c->out, "NOAUTH Authentication required.");
+		return;
+	}
+	if ((d->arity > 0 && argc != (size_t)d->arity) ||
+	    (d->arity < 0 && argc < (size_t)-d->arity)) {
+		reply_errorf(c->out, "ERR wrong number of arguments for '%s' "
+		             "command", d->name);
+		return;
+	}
+	d->fn(c, argc, argv, lens);
+}

@@ -1,0 +1,213 @@
+/* config.c: tallyd's command-line flags, their defaults and limits, the
+ * protected-mode rule, logging and the password check. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+static const char usage[] =
+"usage: tallyd [flags]\n"
+"\n"
+"tally's server: exact, durable counters and counted events over RESP (any\n"
+"Redis client) and HTTP/JSON.\n"
+"\n"
+"  --data DIR              data folder (./data)\n"
+"  --bind ADDR             address to listen on (127.0.0.1); beyond loopback\n"
+"                          only with --requirepass\n"
+"  --resp-port N           RESP port (6380; 0 = off)\n"
+"  --http-port N           HTTP port (8080; 0 = off)\n"
+"  --threads N             I/O threads (number of cores; 1..64)\n"
+"  --durability MODE       sync: ack after fsync (default); async: ack after\n"
+"                          apply, fsync every --flush-ms\n"
+"  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
+"  --store NAME            rocksdb (default) or redis-cluster\n"
+"  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
+"  --requirepass PASS      password: RESP AUTH, HTTP Authorization: Bearer\n"
+"  --maxclients N          most clients connected at once (10000)\n"
+"  --max-bulk-bytes N      largest RESP argument (1048576)\n"
+"  --max-args N            most arguments of one command (1048576)\n"
+"  --max-request-bytes N   largest RESP command in all (67108864)\n"
+"  --max-pipeline N        replies a client may owe before reading pauses\n"
+"                          (65536)\n"
+"  --max-output-bytes N    output a client may leave unread before it is\n"
+"                          disconnected (67108864)\n"
+"  --idle-timeout S        close clients idle for S seconds (0 = never)\n"
+"  --log-level LEVEL       error, warn, info (default) or debug\n"
+"  --help, --version\n";
+
+static void defaults(srv_config *c)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	*c = (srv_config){
+		.data_dir = "./data", .bind = "127.0.0.1", .resp_port = 6380,
+		.http_port = 8080, .threads = cores > 0 && cores < 64 ?
+		(int)cores : 2, .durability = TALLY_DURABILITY_SYNC,
+		.flush_ms = 100, .store = "rocksdb", .maxclients = 10000,
+		.max_bulk = 1u << 20, .max_args = 1u << 20,
+		.max_request = 64u << 20, .max_pending = 65536,
+		.max_output = 64u << 20, .idle_timeout_s = 0,
+		.log_level = LOG_INFO,
+	};
+}
+
+static int num(const char *flag, const char *v, uint64_t lo, uint64_t hi,
+               uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
+		fprintf(stderr, "tallyd: %s wants a number in %" PRIu64 "..%"
+		        PRIu64 ", got '%s'\n", flag, lo, hi, v);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+static int is_loopback(const char *addr)
+{
+	return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+	       strcmp(addr, "localhost") == 0;
+}
+
+/* One flag with its value; returns 0, or -1 on a bad value. */
+static int flag_set(srv_config *c, const char *f, const char *v)
+{
+	uint64_t n = 0;
+	int rc = 0;
+
+	if (!strcmp(f, "--data")) c->data_dir = v;
+	else if (!strcmp(f, "--bind")) c->bind = v;
+	else if (!strcmp(f, "--resp-port")) { rc = num(f, v, 0, 65535, &n); c->resp_port = (int)n; }
+	else if (!strcmp(f, "--http-port")) { rc = num(f, v, 0, 65535, &n); c->http_port = (int)n; }
+	else if (!strcmp(f, "--threads")) { rc = num(f, v, 1, 64, &n); c->threads = (int)n; }
+	else if (!strcmp(f, "--flush-ms")) { rc = num(f, v, 1, 60000, &n); c->flush_ms = (uint32_t)n; }
+	else if (!strcmp(f, "--store")) c->store = v;
+	else if (!strcmp(f, "--cluster")) c->cluster = v;
+	else if (!strcmp(f, "--requirepass")) c->requirepass = v;
+	else if (!strcmp(f, "--maxclients")) { rc = num(f, v, 1, 1000000, &n); c->maxclients = (uint32_t)n; }
+	else if (!strcmp(f, "--max-bulk-bytes")) { rc = num(f, v, 512, 1u << 30, &n); c->max_bulk = n; }
+	else if (!strcmp(f, "--max-args")) { rc = num(f, v, 8, 1u << 24, &n); c->max_args = n; }
+	else if (!strcmp(f, "--max-request-bytes")) { rc = num(f, v, 4096, 1u << 30, &n); c->max_request = n; }
+	else if (!strcmp(f, "--max-pipeline")) { rc = num(f, v, 1, 1u << 24, &n); c->max_pending = n; }
+	else if (!strcmp(f, "--max-output-bytes")) { rc = num(f, v, 65536, (uint64_t)1 << 34, &n); c->max_output = n; }
+	else if (!strcmp(f, "--idle-timeout")) { rc = num(f, v, 0, 86400 * 365, &n); c->idle_timeout_s = (uint32_t)n; }
+	else if (!strcmp(f, "--durability")) {
+		if (!strcmp(v, "sync")) c->durability = TALLY_DURABILITY_SYNC;
+		else if (!strcmp(v, "async")) c->durability = TALLY_DURABILITY_ASYNC;
+		else { fprintf(stderr, "tallyd: --durability is sync or async\n"); rc = -1; }
+	} else if (!strcmp(f, "--log-level")) {
+		static const char *const names[] = { "error", "warn", "info", "debug" };
+		rc = -1;
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(v, names[i])) { c->log_level = i; rc = 0; }
+		if (rc) fprintf(stderr, "tallyd: --log-level is error, warn, info or debug\n");
+	} else {
+		fprintf(stderr, "tallyd: unknown flag '%s' (see tallyd --help)\n", f);
+		rc = -1;
+	}
+	return rc;
+}
+
+static int config_check(const srv_config *c)
+{
+	if (strcmp(c->store, "rocksdb") != 0) {
+		fprintf(stderr, "tallyd: --store %s: this build has the rocksdb "
+		        "store only (redis-cluster is not implemented yet)\n",
+		        c->store);
+		return -1;
+	}
+	if (c->resp_port == 0 && c->http_port == 0) {
+		fprintf(stderr, "tallyd: both ports are off; nothing to serve\n");
+		return -1;
+	}
+	if (!is_loopback(c->bind) && c->requirepass == NULL) {
+		fprintf(stderr, "tallyd: refusing to listen on %s without a "
+		        "password (protected mode). Anyone who can reach this "
+		        "address could change your counts. Either set "
+		        "--requirepass PASS, or --bind 127.0.0.1 to serve this "
+		        "machine only.\n", c->bind);
+		return -1;
+	}
+	if (c->requirepass != NULL && c->requirepass[0] == '\0') {
+		fprintf(stderr, "tallyd: --requirepass must not be empty\n");
+		return -1;
+	}
+	return 0;
+}
+
+int config_parse(srv_config *c, int argc, char **argv)
+{
+	defaults(c);
+	for (int i = 1; i < argc; i++) {
+		const char *f = argv[i], *eq = strchr(f, '=');
+		char name[64];
+
+		if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+			fputs(usage, stdout);
+			return 1;
+		}
+		if (!strcmp(f, "--version")) {
+			printf("tallyd %s\n", TALLY_VERSION_STRING);
+			return 1;
+		}
+		if (eq != NULL && (size_t)(eq - f) < sizeof name) {
+			memcpy(name, f, (size_t)(eq - f));
+			name[eq - f] = '\0';
+			if (flag_set(c, name, eq + 1))
+				return -1;
+			continue;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "tallyd: %s needs a value (see tallyd "
+			        "--help)\n", f);
+			return -1;
+		}
+		if (flag_set(c, f, argv[++i]))
+			return -1;
+	}
+	return config_check(c);
+}
+
+void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
+{
+	static const char *const tag[] = { "error", "warn", "info", "debug" };
+	char when[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	va_list ap;
+
+	if (level > cfg->log_level)
+		return;
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fprintf(stderr, "%s tallyd %s: ", when, tag[level]);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* Constant time in the length of the secret, so that timing does not tell
+ * how much of a guess was right. */
+int srv_password_ok(const srv *s, const char *given, size_t len)
+{
+	const char *want = s->cfg.requirepass;
+	size_t wlen = strlen(want);
+	unsigned diff = (unsigned)(wlen ^ len);
+
+	for (size_t i = 0; i < wlen; i++)
+		diff |= (unsigned)(unsigned char)want[i] ^
+		        (unsigned)(unsigned char)(i < len ? given[i] : 0);
+	return diff == 0;
+}

@@ -1,0 +1,445 @@
+/* http.c: tallyd's HTTP/1.1 request reader over http-parser, with no I/O:
+ * bytes in, whole requests out, one at a time (the parser pauses after each
+ * message so pipelined bytes wait in the buffer), every size bounded. Also
+ * the response framing (status line and headers). */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <http_parser.h>
+
+#include "server/http.h"
+
+enum {
+	HTTP_HEADER_MAX_DEFAULT = 16 * 1024,
+	HTTP_BODY_MAX_DEFAULT = 1024 * 1024,
+	/* Header names are matched only against "Authorization": longer
+	 * names are kept as "too long", never as bytes. */
+	HTTP_FIELD_NAME_MAX = 32,
+	HTTP_METHOD_MAX = 16
+};
+
+/* A growable byte buffer with a hard cap; always NUL-terminated once
+ * anything was appended. */
+typedef struct http_buf {
+	char *p;
+	size_t len;
+	size_t cap;
+} http_buf;
+
+/* Which header callback ran last: http-parser may split a name or a value
+ * over several callbacks, and a new name starts after a value. */
+enum { HDR_NONE, HDR_FIELD, HDR_VALUE };
+
+struct http_conn {
+	http_parser parser;
+	http_limits lim;
+	/* Fed bytes not yet parsed: [in_off, in.len). Bounded by
+	 * header_max + body_max (the pipeline backlog of one client). */
+	http_buf in;
+	size_t in_off;
+	/* The message being read. */
+	http_buf url;
+	http_buf body;
+	http_buf auth;
+	http_buf path;                  /* decoded at message completion */
+	http_buf query;
+	char field[HTTP_FIELD_NAME_MAX + 1];
+	size_t field_len;               /* > HTTP_FIELD_NAME_MAX: too long */
+	int hdr_last;                   /* HDR_* */
+	int in_auth;                    /* the current value is Authorization */
+	int has_auth;
+	size_t head_bytes;              /* bytes consumed before headers end */
+	int headers_done;
+	int ready;                      /* a whole request is parsed (paused) */
+	int delivered;                  /* ... and handed out by next() */
+	int keep_alive;
+	int finished;                   /* a last request was delivered */
+	/* Sticky error. */
+	int err_status;
+	const char *err_msg;
+};
+
+static int buf_append(http_buf *b, const char *at, size_t len, size_t max)
+{
+	if (len > max || b->len > max - len)
+		return -1;
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (p == NULL)
+			return -2;
+		b->p = p;
+		b->cap = cap;
+	}
+	if (len > 0)
+		memcpy(b->p + b->len, at, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+	return 0;
+}
+
+static void buf_free(http_buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+/* Record the first error; later ones would only hide its cause. */
+static int conn_fail(http_conn *c, int status, const char *msg)
+{
+	if (c->err_status == 0) {
+		c->err_status = status;
+		c->err_msg = msg;
+	}
+	return -1;
+}
+
+static int fail_append(http_conn *c, int rc, int status, const char *msg)
+{
+	if (rc == -2)
+		return conn_fail(c, 503, "out of memory");
+	return conn_fail(c, status, msg);
+}
+
+static http_conn *conn_of(http_parser *p)
+{
+	return (http_conn *)p->data;
+}
+
+/* ---- parser callbacks: a non-zero return stops the parser --------------- */
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	http_conn *c = conn_of(p);
+	int rc = buf_append(&c->url, at, len, c->lim.header_max);
+	return rc ? fail_append(c, rc, 431, "request header fields too large")
+	          : 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	http_conn *c = conn_of(p);
+	if (c->hdr_last != HDR_FIELD)
+		c->field_len = 0;
+	c->hdr_last = HDR_FIELD;
+	for (size_t i = 0; i < len && c->field_len <= HTTP_FIELD_NAME_MAX; i++)
+		c->field[c->field_len++] = at[i];
+	return 0;
+}
+
+static int field_is_auth(const http_conn *c)
+{
+	static const char name[] = "authorization";
+	if (c->field_len != sizeof name - 1)
+		return 0;
+	for (size_t i = 0; i < sizeof name - 1; i++) {
+		char ch = c->field[i];
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch - 'A' + 'a');
+		if (ch != name[i])
+			return 0;
+	}
+	return 1;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	http_conn *c = conn_of(p);
+	if (c->hdr_last != HDR_VALUE) {
+		c->in_auth = field_is_auth(c);
+		/* Two credentials are ambiguous: refuse rather than pick. */
+		if (c->in_auth && c->has_auth)
+			return conn_fail(c, 400, "duplicate Authorization header");
+		c->has_auth |= c->in_auth;
+	}
+	c->hdr_last = HDR_VALUE;
+	if (!c->in_auth)
+		return 0;
+	int rc = buf_append(&c->auth, at, len, c->lim.header_max);
+	return rc ? fail_append(c, rc, 431, "request header fields too large")
+	          : 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	http_conn *c = conn_of(p);
+	c->headers_done = 1;
+	/* Refuse a declared oversize body before reading any of it. */
+	if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->lim.body_max)
+		return conn_fail(c, 413, "request body too large");
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	http_conn *c = conn_of(p);
+	int rc = buf_append(&c->body, at, len, c->lim.body_max);
+	return rc ? fail_append(c, rc, 413, "request body too large") : 0;
+}
+
+static int conn_split_url(http_conn *c);
+
+static int on_message_complete(http_parser *p)
+{
+	http_conn *c = conn_of(p);
+	if (conn_split_url(c) != 0)
+		return -1;
+	c->ready = 1;
+	/* An Upgrade (or CONNECT) hands the stream to another protocol we do
+	 * not speak: answer this request, then close. */
+	c->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings settings = {
+	.on_url = on_url,
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+/* ---- the connection ----------------------------------------------------- */
+
+http_conn *http_conn_create(const http_limits *lim)
+{
+	http_conn *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->lim.header_max = lim && lim->header_max ? lim->header_max
+	                                           : HTTP_HEADER_MAX_DEFAULT;
+	c->lim.body_max = lim && lim->body_max ? lim->body_max
+	                                       : HTTP_BODY_MAX_DEFAULT;
+	http_parser_init(&c->parser, HTTP_REQUEST);
+	c->parser.data = c;
+	return c;
+}
+
+void http_conn_free(http_conn *c)
+{
+	if (c == NULL)
+		return;
+	buf_free(&c->in);
+	buf_free(&c->url);
+	buf_free(&c->body);
+	buf_free(&c->auth);
+	buf_free(&c->path);
+	buf_free(&c->query);
+	free(c);
+}
+
+/* Forget the delivered request and let the parser go on. */
+static void conn_reset_message(http_conn *c)
+{
+	c->url.len = c->body.len = c->auth.len = 0;
+	c->path.len = c->query.len = 0;
+	c->field_len = 0;
+	c->hdr_last = HDR_NONE;
+	c->in_auth = c->has_auth = 0;
+	c->head_bytes = 0;
+	c->headers_done = 0;
+	c->ready = c->delivered = 0;
+	http_parser_pause(&c->parser, 0);
+}
+
+static int hex_val(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode the URL's path into c->path, keep its query raw. A NUL
+ * would cut the NUL-terminated path short (and no name may hold one). */
+static int conn_split_url(http_conn *c)
+{
+	struct http_parser_url u;
+	http_parser_url_init(&u);
+	if (c->url.len == 0 ||
+	    http_parser_parse_url(c->url.p, c->url.len, 0, &u) != 0)
+		return conn_fail(c, 400, "malformed request target");
+	const char *path = "";
+	size_t path_len = 0;
+	if (u.field_set & (1u << UF_PATH)) {
+		path = c->url.p + u.field_data[UF_PATH].off;
+		path_len = u.field_data[UF_PATH].len;
+	}
+	if (buf_append(&c->path, "", 0, c->lim.header_max) != 0)
+		return conn_fail(c, 503, "out of memory");
+	for (size_t i = 0; i < path_len; i++) {
+		char ch = path[i];
+		if (ch == '%') {
+			int hi = i + 2 < path_len ? hex_val(path[i + 1]) : -1;
+			int lo = hi >= 0 ? hex_val(path[i + 2]) : -1;
+			if (lo < 0)
+				return conn_fail(c, 400, "invalid percent-escape in path");
+			if (hi == 0 && lo == 0)
+				return conn_fail(c, 400, "%00 in path");
+			ch = (char)(hi * 16 + lo);
+			i += 2;
+		}
+		/* The decoded path is never longer than the URL: no cap hit. */
+		if (buf_append(&c->path, &ch, 1, c->lim.header_max) != 0)
+			return conn_fail(c, 503, "out of memory");
+	}
+	const char *q = "";
+	size_t q_len = 0;
+	if (u.field_set & (1u << UF_QUERY)) {
+		q = c->url.p + u.field_data[UF_QUERY].off;
+		q_len = u.field_data[UF_QUERY].len;
+	}
+	if (buf_append(&c->query, q, q_len, c->lim.header_max) != 0)
+		return conn_fail(c, 503, "out of memory");
+	return 0;
+}
+
+/* The parser's own error, as a status: header overflow is 431, a callback's
+ * refusal keeps the status it chose, anything else is malformed. */
+static int conn_parser_error(http_conn *c)
+{
+	enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+	if (c->err_status != 0)
+		return -1;
+	if (e == HPE_HEADER_OVERFLOW)
+		return conn_fail(c, 431, "request header fields too large");
+	if (e == HPE_INVALID_CONTENT_LENGTH)
+		return conn_fail(c, 400, "invalid Content-Length");
+	return conn_fail(c, 400, http_errno_description(e));
+}
+
+/* Run the parser over buffered bytes until a request is whole, the bytes
+ * run out, or an error. While the headers are incomplete it is given at
+ * most one byte more than the header budget, so an endless header is
+ * caught at header_max + 1 bytes, exactly. */
+static int conn_parse(http_conn *c)
+{
+	while (!c->ready && c->err_status == 0 && c->in_off < c->in.len) {
+		size_t avail = c->in.len - c->in_off;
+		int in_head = !c->headers_done;
+		if (in_head) {
+			size_t room = c->lim.header_max - c->head_bytes + 1;
+			if (avail > room)
+				avail = room;
+		}
+		size_t n = http_parser_execute(&c->parser, &settings,
+		                               c->in.p + c->in_off, avail);
+		c->in_off += n;
+		if (in_head)
+			c->head_bytes += n;
+		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+		if (e != HPE_OK && e != HPE_PAUSED)
+			return conn_parser_error(c);
+		if (!c->headers_done && c->head_bytes > c->lim.header_max)
+			return conn_fail(c, 431, "request header fields too large");
+	}
+	return c->err_status != 0 ? -1 : 0;
+}
+
+/* Drop parsed bytes from the front so the buffer holds only what waits. */
+static void conn_compact(http_conn *c)
+{
+	if (c->in_off == 0)
+		return;
+	memmove(c->in.p, c->in.p + c->in_off, c->in.len - c->in_off);
+	c->in.len -= c->in_off;
+	c->in_off = 0;
+}
+
+int http_conn_feed(http_conn *c, const char *buf, size_t len)
+{
+	assert(c != NULL);
+	if (c->err_status != 0)
+		return -1;
+	if (c->finished)
+		return 0; /* bytes after a last request are ignored */
+	conn_compact(c);
+	size_t backlog_max = c->lim.header_max + c->lim.body_max;
+	int rc = buf_append(&c->in, buf, len, backlog_max);
+	if (rc != 0)
+		return fail_append(c, rc, 413, "too many pipelined bytes");
+	return conn_parse(c) == 0 ? 0 : -1;
+}
+
+int http_conn_next(http_conn *c, http_request *rq)
+{
+	assert(c != NULL);
+	assert(rq != NULL);
+	if (c->err_status != 0)
+		return -1;
+	if (c->finished)
+		return 0;
+	if (c->ready && c->delivered) {
+		conn_reset_message(c);
+		if (conn_parse(c) != 0)
+			return -1;
+	}
+	if (!c->ready)
+		return 0;
+	/* Empty buffers get their NUL terminator here. */
+	if (buf_append(&c->body, "", 0, c->lim.body_max) != 0 ||
+	    buf_append(&c->auth, "", 0, c->lim.header_max) != 0)
+		return conn_fail(c, 503, "out of memory");
+	c->delivered = 1;
+	c->finished = !c->keep_alive;
+	rq->method = http_method_str((enum http_method)c->parser.method);
+	rq->path = c->path.p;
+	rq->query = c->query.p;
+	rq->body = c->body.p;
+	rq->body_len = c->body.len;
+	rq->authorization = c->has_auth ? c->auth.p : NULL;
+	rq->keep_alive = c->keep_alive;
+	return 1;
+}
+
+int http_conn_error(const http_conn *c, const char **msg)
+{
+	assert(c != NULL);
+	if (msg != NULL)
+		*msg = c->err_msg ? c->err_msg : "";
+	return c->err_status;
+}
+
+/* ---- response framing --------------------------------------------------- */
+
+char *http_response_format(const http_response *rs, int keep_alive,
+                           size_t *len)
+{
+	assert(rs != NULL);
+	assert(len != NULL);
+	char head[512];
+	const char *reason = http_status_str((enum http_status)rs->status);
+	const char *ctype = rs->content_type ? rs->content_type
+	                                     : "application/json";
+	/* A 401 names the scheme it wants (RFC 9110 section 11.6.1). */
+	const char *auth = rs->status == 401
+	                       ? "WWW-Authenticate: Bearer realm=\"tally\"\r\n"
+	                       : "";
+	size_t body_len = rs->body ? rs->body_len : 0;
+	int n = snprintf(head, sizeof head,
+	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
+	                 "Content-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+	                 rs->status, reason, ctype, body_len, auth,
+	                 keep_alive ? "keep-alive" : "close");
+	if (n < 0 || (size_t)n >= sizeof head)
+		return NULL;
+	char *out = malloc((size_t)n + body_len + 1);
+	if (out == NULL)
+		return NULL;
+	memcpy(out, head, (size_t)n);
+	if (body_len > 0)
+		memcpy(out + n, rs->body, body_len);
+	out[(size_t)n + body_len] = '\0';
+	*len = (size_t)n + body_len;
+	return out;
+}

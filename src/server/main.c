@@ -1,0 +1,74 @@
+/* main.c: tallyd's entry point: flags, open the engine, start the network
+ * workers, wait for SIGTERM or SIGINT, then shut down cleanly (in-flight
+ * batches finish, everything is flushed, exit 0). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+
+static void banner(const srv *s)
+{
+	const srv_config *c = &s->cfg;
+
+	printf("tallyd %s: data %s, durability %s, %d I/O threads\n",
+	       TALLY_VERSION_STRING, c->data_dir,
+	       c->durability ? "async" : "sync", s->workers_n);
+	if (c->resp_port)
+		printf("  RESP on %s:%d    connect: redis-cli -p %d%s\n",
+		       c->bind, c->resp_port, c->resp_port,
+		       c->requirepass ? " -a PASSWORD" : "");
+	if (c->http_port)
+		printf("  HTTP on %s:%d    try:     curl http://%s:%d/healthz\n",
+		       c->bind, c->http_port, c->bind, c->http_port);
+	printf("  stop with Ctrl-C or SIGTERM\n");
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	static srv s;
+	tally_options o = { 0 };
+	sigset_t sigs;
+	int rc, sig;
+
+	rc = config_parse(&s.cfg, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	/* HTTP requests run in libuv's pool and wait for fsyncs there: enough
+	 * threads that many share one group commit. */
+	setenv("UV_THREADPOOL_SIZE", "64", 0);
+	/* Signals are taken by sigwait below, never by a worker thread. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	o.durability = s.cfg.durability;
+	o.flush_interval_ms = s.cfg.flush_ms;
+	rc = tally_open(s.cfg.data_dir, &o, &s.t);
+	if (rc != TALLY_OK) {
+		fprintf(stderr, "tallyd: cannot open %s: %s\n", s.cfg.data_dir,
+		        tally_strerror(rc));
+		return 1;
+	}
+	if (net_start(&s) != 0) {
+		fprintf(stderr, "tallyd: cannot start the network\n");
+		tally_close(s.t);
+		return 1;
+	}
+	banner(&s);
+	do
+		rc = sigwait(&sigs, &sig);
+	while (rc != 0);
+	srv_log(&s.cfg, LOG_INFO, "%s: finishing in-flight writes",
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	net_stop(&s);
+	net_wait(&s);
+	tally_close(s.t);
+	net_free(&s);
+	srv_log(&s.cfg, LOG_INFO, "stopped cleanly");
+	return 0;
+}

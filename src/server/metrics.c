@@ -1,0 +1,182 @@
+/* metrics.c: the server's numbers as text: Prometheus exposition for
+ * GET /metrics, and Redis-style INFO sections. Both read the same sources:
+ * per-worker counters (SRV_STATS), per-command calls and the engine's
+ * tally_stats. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+/* A growable text buffer for these pages (a few KiB). */
+typedef struct text {
+	char *p;
+	size_t len, cap;
+	int failed;
+} text;
+
+static void tx(text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void tx(text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->failed)
+		return;
+	for (;;) {
+		size_t room = t->cap - t->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(t->p ? t->p + t->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			t->failed = 1;
+			return;
+		}
+		if ((size_t)n < room) {
+			t->len += (size_t)n;
+			return;
+		}
+		size_t cap = (t->cap + (size_t)n + 1) * 2;
+		char *q = realloc(t->p, cap);
+
+		if (q == NULL) {
+			t->failed = 1;
+			return;
+		}
+		t->p = q;
+		t->cap = cap;
+	}
+}
+
+static char *tx_done(text *t, size_t *len)
+{
+	if (t->failed) {
+		free(t->p);
+		return NULL;
+	}
+	*len = t->len;
+	return t->p;
+}
+
+static void prom_counter(text *t, const char *name, const char *help,
+                         uint64_t v)
+{
+	tx(t, "# HELP tally_%s %s\n# TYPE tally_%s counter\ntally_%s %" PRIu64
+	   "\n", name, help, name, name, v);
+}
+
+static void prom_gauge(text *t, const char *name, const char *help,
+                       uint64_t v)
+{
+	tx(t, "# HELP tally_%s %s\n# TYPE tally_%s gauge\ntally_%s %" PRIu64
+	   "\n", name, help, name, name, v);
+}
+
+/* A histogram from tally_stats buckets: bucket i's bound is base * 2^i. */
+static void prom_hist(text *t, const char *name, const char *help,
+                      const uint64_t *b, double base, double sum)
+{
+	uint64_t cum = 0;
+	double bound = base;
+
+	tx(t, "# HELP tally_%s %s\n# TYPE tally_%s histogram\n", name, help,
+	   name);
+	for (int i = 0; i < TALLY_HIST_BUCKETS - 1; i++, bound *= 2) {
+		cum += b[i];
+		tx(t, "tally_%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, bound,
+		   cum);
+	}
+	cum += b[TALLY_HIST_BUCKETS - 1];
+	tx(t, "tally_%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
+	tx(t, "tally_%s_sum %g\ntally_%s_count %" PRIu64 "\n", name, sum, name,
+	   cum);
+}
+
+char *metrics_text(void *arg, size_t *len)
+{
+	srv *s = arg;
+	text t = { 0 };
+	tally_stats st;
+
+	tally_stats_get(s->t, &st);
+#define X(name, help) prom_counter(&t, #name, help, SRV_STAT(s, name));
+	SRV_STATS(X)
+#undef X
+	prom_gauge(&t, "connected_clients", "Clients connected now",
+	           net_clients(s));
+	tx(&t, "# HELP tally_command_calls_total Commands by name\n"
+	   "# TYPE tally_command_calls_total counter\n");
+	for (size_t i = 0; cmd_name(i) != NULL; i++)
+		tx(&t, "tally_command_calls_total{cmd=\"%s\"} %" PRIu64 "\n",
+		   cmd_name(i), atomic_load(&s->cmd_calls[i]));
+	prom_counter(&t, "writes_total", "Writes acknowledged", st.writes);
+	prom_counter(&t, "write_errors_total", "Writes failed",
+	             st.write_errors);
+	prom_counter(&t, "token_hits_total", "Retried idempotency tokens",
+	             st.token_hits);
+	prom_counter(&t, "store_entries_total", "Store entries written",
+	             st.store_entries);
+	prom_counter(&t, "striped_adds_total", "Adds taken by striped cells",
+	             st.striped_adds);
+	prom_gauge(&t, "queue_depth", "Writes waiting for the committer",
+	           st.queue_depth);
+	prom_gauge(&t, "counters", "Named counters", st.counters);
+	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
+	prom_hist(&t, "batch_size", "Writes per committed batch",
+	          st.batch_hist, 1, (double)st.writes + (double)st.write_errors);
+	prom_hist(&t, "fsync_seconds", "Time of one fsync", st.sync_hist,
+	          0.0001, (double)st.sync_ns_total / 1e9);
+	return tx_done(&t, len);
+}
+
+static int section_on(const char *want, const char *name)
+{
+	return !strcasecmp(want, "default") || !strcasecmp(want, "all") ||
+	       !strcasecmp(want, "everything") || !strcasecmp(want, name);
+}
+
+char *info_text(srv *s, const char *section, size_t *len)
+{
+	text t = { 0 };
+	tally_stats st;
+
+	tally_stats_get(s->t, &st);
+	if (section_on(section, "server"))
+		/* redis_version: clients that check it for features see a
+		 * Redis whose commands tally answers. */
+		tx(&t, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\n"
+		   "redis_mode:standalone\r\nprocess_id:%ld\r\n"
+		   "tcp_port:%d\r\nhttp_port:%d\r\nio_threads:%d\r\n"
+		   "durability:%s\r\nstore:%s\r\n\r\n", TALLY_VERSION_STRING,
+		   (long)getpid(), s->cfg.resp_port, s->cfg.http_port,
+		   s->workers_n, s->cfg.durability ? "async" : "sync",
+		   s->cfg.store);
+	if (section_on(section, "clients"))
+		tx(&t, "# Clients\r\nconnected_clients:%u\r\nmaxclients:%u\r\n"
+		   "\r\n", net_clients(s), s->cfg.maxclients);
+	if (section_on(section, "persistence"))
+		tx(&t, "# Persistence\r\nloading:0\r\n\r\n");
+	if (section_on(section, "stats"))
+		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
+		   "total_commands_processed:%" PRIu64 "\r\n"
+		   "rejected_connections:%" PRIu64 "\r\n"
+		   "writes:%" PRIu64 "\r\nwrite_errors:%" PRIu64 "\r\n"
+		   "batches:%" PRIu64 "\r\nfsyncs:%" PRIu64 "\r\n"
+		   "store_entries:%" PRIu64 "\r\nqueue_depth:%" PRIu64 "\r\n"
+		   "\r\n", SRV_STAT(s, connections_total),
+		   SRV_STAT(s, commands_total),
+		   SRV_STAT(s, connections_rejected), st.writes,
+		   st.write_errors, st.batches, st.syncs, st.store_entries,
+		   st.queue_depth);
+	if (section_on(section, "keyspace"))
+		tx(&t, "# Keyspace\r\ndb0:keys=%" PRIu64 ",expires=0\r\n",
+		   st.counters);
+	return tx_done(&t, len);
+}

@@ -1,0 +1,899 @@
+/* net.c: tallyd's network layer: N I/O threads, each a libuv loop with its
+ * own SO_REUSEPORT listeners, and the connections they own (RESP and HTTP).
+ *
+ * Design note: replies in order with asynchronous writes
+ *  1. Each RESP connection keeps a FIFO of replies it owes (slots). A write
+ *     command queues its writes in the engine and appends a slot; the
+ *     engine's committer completes the slot on its own thread and hands it
+ *     to the owning loop through the worker's done list and a uv_async.
+ *  2. A reply is written only when every slot before it is complete, so
+ *     pipelined replies keep request order. A reply made at once while
+ *     slots are owed is queued as a ready slot.
+ *  3. A read command waits (the connection stops parsing and reading)
+ *     until the connection's queued writes completed, so it sees them.
+ *  4. A connection is freed only when its socket is closed and no slot is
+ *     owed: the committer may still hold slot pointers after a close.
+ *  5. Memory per client is bounded: at most max_pending owed replies (then
+ *     reading pauses) and max_output bytes of output (then it is closed). */
+#include <assert.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "server/http.h"
+#include "server/server.h"
+
+/* Bytes asked of the parser per read. */
+#define READ_CHUNK (64 * 1024)
+
+typedef struct conn conn;
+
+typedef struct slot {
+	struct slot *next;
+	conn *c;
+	uint8_t fmt;              /* enum reply_fmt; 0: text */
+	uint8_t ready;
+	_Atomic uint32_t remaining;
+	int err;                  /* committer's first error */
+	int submit_err;           /* loop's: a write could not be queued */
+	int64_t result;           /* committer: last result or sum */
+	char *text;               /* fmt 0: the reply bytes */
+	size_t text_len;
+} slot;
+
+typedef struct worker {
+	srv *s;
+	int idx;
+	uv_loop_t loop;
+	uv_thread_t thread;
+	uv_tcp_t resp_listen, http_listen;
+	int resp_on, http_on;
+	uv_async_t wake;
+	uv_timer_t tick;
+	pthread_mutex_t done_lock;
+	slot **done;              /* completed slots from the committer */
+	size_t done_n, done_cap;
+	slot **done_spare;        /* swapped with done when draining */
+	size_t done_spare_cap;
+	conn *conns;              /* every live connection */
+	size_t live;              /* connections not yet freed */
+	rbuf scratch;             /* replies made while slots are owed */
+	srv_stats *st;
+	int stopping;
+} worker;
+
+struct conn {
+	uv_tcp_t tcp;
+	worker *w;
+	conn *prev, *next;        /* in w->conns */
+	int http;
+	client_info cl;
+	resp_parser *rp;
+	http_conn *hc;
+	http_request rq;          /* HTTP: the request being answered */
+	http_response rs;
+	uv_work_t work;
+	int http_busy;
+	rbuf out;                 /* replies ready to send */
+	size_t inflight;          /* bytes in uv_write */
+	int writing;
+	slot *head, *tail;
+	size_t nslots;
+	size_t owed;              /* slots not complete */
+	resp_cmd deferred;        /* a read waiting for owed writes */
+	int has_deferred;
+	int reading;
+	int closed;               /* uv_close called */
+	int dead;                 /* socket closed: free when owed == 0 */
+	uint64_t last_active_ms;
+};
+
+static void conn_close(conn *c);
+static void conn_flush(conn *c);
+static void resp_process(conn *c);
+static void http_process(conn *c);
+
+static uint64_t now_ms(worker *w)
+{
+	return uv_now(&w->loop);
+}
+
+/* ---- slots ------------------------------------------------------------------ */
+
+static slot *slot_new(conn *c, int fmt)
+{
+	slot *sl = calloc(1, sizeof *sl);
+
+	if (sl == NULL)
+		return NULL;
+	sl->c = c;
+	sl->fmt = (uint8_t)fmt;
+	if (c->tail)
+		c->tail->next = sl;
+	else
+		c->head = sl;
+	c->tail = sl;
+	c->nslots++;
+	return sl;
+}
+
+/* Committer thread: one write of the slot is done. */
+static void slot_write_done(void *arg, int err, int64_t result)
+{
+	slot *sl = arg;
+	worker *w = sl->c->w;
+
+	if (err != TALLY_OK && sl->err == TALLY_OK)
+		sl->err = err;
+	if (sl->fmt == FMT_SUM)
+		sl->result += result;
+	else
+		sl->result = result;
+	if (atomic_fetch_sub(&sl->remaining, 1) != 1)
+		return;
+	pthread_mutex_lock(&w->done_lock);
+	if (w->done_n == w->done_cap) {
+		size_t cap = w->done_cap ? w->done_cap * 2 : 1024;
+		slot **d = realloc(w->done, cap * sizeof *d);
+
+		/* Out of memory here cannot be answered: the reply would be
+		 * lost and the client would wait forever, so give up loudly. */
+		if (d == NULL)
+			abort();
+		w->done = d;
+		w->done_cap = cap;
+	}
+	w->done[w->done_n++] = sl;
+	pthread_mutex_unlock(&w->done_lock);
+	uv_async_send(&w->wake);
+}
+
+static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
+{
+	conn *c = cp;
+	slot *sl;
+	int rc = TALLY_OK;
+	size_t i;
+
+	assert(n > 0);
+	sl = slot_new(c, fmt);
+	if (sl == NULL)
+		return TALLY_ENOMEM;
+	atomic_store(&sl->remaining, (uint32_t)n);
+	c->owed++;
+	for (i = 0; i < n; i++) {
+		rc = tally_write_async(c->w->s->t, &ws[i], slot_write_done, sl);
+		if (rc != TALLY_OK)
+			break;
+	}
+	if (i == n)
+		return TALLY_OK;
+	sl->submit_err = rc;
+	/* Account for the writes never queued; the last one out hands the
+	 * slot over (possibly this thread, possibly the committer). */
+	if (atomic_fetch_sub(&sl->remaining, (uint32_t)(n - i)) == n - i) {
+		sl->ready = 1;
+		c->owed--;
+	}
+	return TALLY_OK;
+}
+
+static void slot_format(conn *c, slot *sl)
+{
+	int err = sl->submit_err ? sl->submit_err : sl->err;
+
+	if (sl->fmt == 0) {
+		rbuf_append(&c->out, sl->text, sl->text_len);
+		return;
+	}
+	if (err != TALLY_OK && !(sl->fmt == FMT_SUM && sl->submit_err == 0 &&
+	                         err == TALLY_ENOTFOUND)) {
+		atomic_fetch_add(&c->w->st->command_errors_total, 1);
+		cmd_reply_tally_error(&c->out, err);
+		return;
+	}
+	if (sl->fmt == FMT_OK)
+		reply_status(&c->out, "OK");
+	else
+		reply_int(&c->out, sl->result);
+}
+
+/* Move every ready slot at the head of the FIFO into the output. */
+static void slots_flush(conn *c)
+{
+	while (c->head != NULL && c->head->ready) {
+		slot *sl = c->head;
+
+		c->head = sl->next;
+		if (c->head == NULL)
+			c->tail = NULL;
+		c->nslots--;
+		if (!c->dead)
+			slot_format(c, sl);
+		free(sl->text);
+		free(sl);
+	}
+}
+
+/* ---- connection lifetime --------------------------------------------------- */
+
+static void conn_free(conn *c)
+{
+	worker *w = c->w;
+	slot *sl = c->head;
+
+	assert(c->owed == 0);
+	while (sl != NULL) {
+		slot *next = sl->next;
+
+		free(sl->text);
+		free(sl);
+		sl = next;
+	}
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	resp_parser_free(c->rp);
+	http_conn_free(c->hc);
+	rbuf_free(&c->out);
+	atomic_fetch_sub(&w->s->clients, 1);
+	free(c);
+	w->live--;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	conn *c = h->data;
+
+	c->dead = 1;
+	if (c->owed == 0 && !c->http_busy)
+		conn_free(c);
+}
+
+static void conn_close(conn *c)
+{
+	if (c->closed)
+		return;
+	c->closed = 1;
+	c->reading = 0;
+	uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+	conn *c = req->data;
+
+	free(req);
+	c->writing = 0;
+	c->inflight = 0;
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	conn_flush(c);
+}
+
+static void conn_maybe_done(conn *c)
+{
+	if (c->cl.close_after && c->out.len == 0 && !c->writing &&
+	    c->head == NULL)
+		conn_close(c);
+}
+
+/* Send what is in c->out: uv_try_write first (usually all of it), then one
+ * uv_write at a time that owns its buffer. */
+static void conn_flush(conn *c)
+{
+	if (c->closed)
+		return;
+	slots_flush(c);
+	if (c->out.overflow || c->out.len + c->inflight >
+	    c->w->s->cfg.max_output) {
+		atomic_fetch_add(&c->w->st->output_limit_closes_total, 1);
+		conn_close(c);
+		return;
+	}
+	if (!c->writing && c->out.len > 0) {
+		uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+
+		if (n > 0) {
+			atomic_fetch_add(&c->w->st->bytes_out_total, (uint64_t)n);
+			rbuf_consume(&c->out, (size_t)n);
+		} else if (n < 0 && n != UV_EAGAIN) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (!c->writing && c->out.len > 0) {
+		uv_write_t *req = malloc(sizeof *req + c->out.len);
+		uv_buf_t b;
+
+		if (req == NULL) {
+			conn_close(c);
+			return;
+		}
+		memcpy(req + 1, c->out.data, c->out.len);
+		b = uv_buf_init((char *)(req + 1), (unsigned)c->out.len);
+		req->data = c;
+		c->inflight = c->out.len;
+		atomic_fetch_add(&c->w->st->bytes_out_total, c->out.len);
+		rbuf_consume(&c->out, c->out.len);
+		c->writing = 1;
+		if (uv_write(req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+			free(req);
+			c->writing = 0;
+			conn_close(c);
+			return;
+		}
+	}
+	conn_maybe_done(c);
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf)
+{
+	conn *c = h->data;
+	size_t avail = 0;
+	char *p;
+
+	(void)want;
+	if (c->http) {
+		static _Thread_local char hbuf[READ_CHUNK];
+
+		*buf = uv_buf_init(hbuf, sizeof hbuf);
+		return;
+	}
+	p = resp_parser_space(c->rp, READ_CHUNK, &avail);
+	*buf = uv_buf_init(p, p ? (unsigned)(avail < UINT32_MAX ? avail
+	                                                     : UINT32_MAX) : 0);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	conn *c = s->data;
+
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	if (n == 0)
+		return;
+	atomic_fetch_add(&c->w->st->bytes_in_total, (uint64_t)n);
+	c->last_active_ms = now_ms(c->w);
+	if (c->http) {
+		if (http_conn_feed(c->hc, buf->base, (size_t)n) != 0) {
+			http_process(c); /* answers the error and closes */
+			return;
+		}
+		http_process(c);
+		return;
+	}
+	resp_parser_commit(c->rp, (size_t)n);
+	resp_process(c);
+}
+
+static void reading_set(conn *c, int on)
+{
+	if (c->closed || c->reading == on)
+		return;
+	c->reading = on;
+	if (on)
+		uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+	else
+		uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+/* ---- RESP ------------------------------------------------------------------- */
+
+static void resp_dispatch(conn *c, resp_cmd *cmd)
+{
+	worker *w = c->w;
+	int queued = c->head != NULL;
+	cmd_ctx ctx = { w->s, &c->cl, queued ? &w->scratch : &c->out, c,
+	                conn_submit };
+
+	w->scratch.len = 0;
+	w->scratch.overflow = 0;
+	w->scratch.proto = c->cl.proto;
+	atomic_fetch_add(&w->st->commands_total, 1);
+	cmd_dispatch(&ctx, cmd->argc, cmd->argv, cmd->lens);
+	c->out.proto = c->cl.proto;
+	if (ctx.out->len > 0 && ctx.out->data[0] == '-' && ctx.out == &w->scratch)
+		atomic_fetch_add(&w->st->command_errors_total, 1);
+	if (queued && w->scratch.len > 0) {
+		slot *sl = slot_new(c, 0);
+		char *text = malloc(w->scratch.len);
+
+		if (sl == NULL || text == NULL) {
+			free(text);
+			conn_close(c);
+			return;
+		}
+		memcpy(text, w->scratch.data, w->scratch.len);
+		sl->text = text;
+		sl->text_len = w->scratch.len;
+		sl->ready = 1;
+	}
+}
+
+static void protocol_error(conn *c)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof msg, "ERR %s", resp_parser_error(c->rp));
+	atomic_fetch_add(&c->w->st->protocol_errors_total, 1);
+	if (c->head != NULL) {
+		slot *sl = slot_new(c, 0);
+		rbuf tmp;
+
+		if (sl == NULL) {
+			conn_close(c);
+			return;
+		}
+		rbuf_init(&tmp, 0, c->cl.proto);
+		reply_error(&tmp, msg);
+		sl->text = tmp.data;
+		sl->text_len = tmp.len;
+		sl->ready = 1;
+	} else {
+		reply_error(&c->out, msg);
+	}
+	c->cl.close_after = 1;
+}
+
+/* Parse and run buffered commands until input runs out, a read must wait
+ * for owed writes, or too many replies are owed. */
+static void resp_process(conn *c)
+{
+	size_t max_pending = c->w->s->cfg.max_pending;
+
+	while (!c->closed && !c->cl.close_after) {
+		resp_cmd cmd;
+		int rc;
+
+		if (c->has_deferred) {
+			if (c->owed > 0)
+				break;
+			c->has_deferred = 0;
+			resp_dispatch(c, &c->deferred);
+			continue;
+		}
+		if (c->nslots >= max_pending)
+			break;
+		rc = resp_parser_next(c->rp, &cmd);
+		if (rc == RESP_AGAIN)
+			break;
+		if (rc != RESP_OK) {
+			protocol_error(c);
+			break;
+		}
+		if (c->owed > 0 && !cmd_is_write(cmd.argv[0], cmd.lens[0])) {
+			c->deferred = cmd;
+			c->has_deferred = 1;
+			break;
+		}
+		resp_dispatch(c, &cmd);
+	}
+	reading_set(c, !c->has_deferred && !c->cl.close_after &&
+	            c->nslots < max_pending);
+	conn_flush(c);
+}
+
+/* ---- HTTP -------------------------------------------------------------------- */
+
+static void http_work(uv_work_t *req)
+{
+	conn *c = req->data;
+	http_api api = { c->w->s->t, c->w->s->cfg.requirepass, metrics_text,
+	                 c->w->s };
+
+	http_api_handle(&api, &c->rq, &c->rs);
+}
+
+static void http_respond(conn *c, const http_response *rs, int keep_alive)
+{
+	size_t len;
+	char *bytes = http_response_format(rs, keep_alive, &len);
+
+	atomic_fetch_add(&c->w->st->http_requests_total, 1);
+	if (bytes == NULL) {
+		conn_close(c);
+		return;
+	}
+	rbuf_append(&c->out, bytes, len);
+	free(bytes);
+	if (!keep_alive)
+		c->cl.close_after = 1;
+}
+
+static void http_done(uv_work_t *req, int status)
+{
+	conn *c = req->data;
+
+	(void)status;
+	c->http_busy = 0;
+	if (c->dead) {
+		http_response_free(&c->rs);
+		if (c->owed == 0)
+			conn_free(c);
+		return;
+	}
+	http_respond(c, &c->rs, c->rq.keep_alive && !c->w->stopping);
+	http_response_free(&c->rs);
+	http_process(c);
+}
+
+static void http_process(conn *c)
+{
+	int rc;
+
+	if (c->closed || c->http_busy || c->cl.close_after) {
+		reading_set(c, 0);
+		conn_flush(c);
+		return;
+	}
+	rc = http_conn_next(c->hc, &c->rq);
+	if (rc < 0) {
+		const char *msg;
+		http_response rs = { 0 };
+		char body[256];
+
+		rs.status = http_conn_error(c->hc, &msg);
+		snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
+		rs.body = body;
+		rs.body_len = strlen(body);
+		rs.content_type = "application/json";
+		http_respond(c, &rs, 0);
+	} else if (rc == 1) {
+		c->http_busy = 1;
+		c->work.data = c;
+		if (uv_queue_work(&c->w->loop, &c->work, http_work,
+		                  http_done) != 0) {
+			c->http_busy = 0;
+			conn_close(c);
+			return;
+		}
+	}
+	reading_set(c, !c->http_busy && !c->cl.close_after);
+	conn_flush(c);
+}
+
+/* ---- accepting --------------------------------------------------------------- */
+
+static void refuse(uv_stream_t *server, int http)
+{
+	static const char resp_msg[] = "-ERR max number of clients reached\r\n";
+	static const char http_msg[] =
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+		"application/json\r\nContent-Length: 43\r\nConnection: close"
+		"\r\n\r\n{\"error\":\"max number of clients reached\"}\n";
+	uv_tcp_t *tmp = malloc(sizeof *tmp);
+	uv_buf_t b;
+
+	if (tmp == NULL || uv_tcp_init(server->loop, tmp) != 0) {
+		free(tmp);
+		return;
+	}
+	if (uv_accept(server, (uv_stream_t *)tmp) == 0) {
+		b = http ? uv_buf_init((char *)http_msg, sizeof http_msg - 1)
+		         : uv_buf_init((char *)resp_msg, sizeof resp_msg - 1);
+		(void)uv_try_write((uv_stream_t *)tmp, &b, 1);
+	}
+	uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+}
+
+static conn *conn_new(worker *w, int http)
+{
+	const srv_config *cfg = &w->s->cfg;
+	resp_limits rl = { cfg->max_bulk, cfg->max_args, 0, cfg->max_request };
+	conn *c = calloc(1, sizeof *c);
+
+	if (c == NULL)
+		return NULL;
+	c->w = w;
+	c->http = http;
+	c->cl.proto = 2;
+	c->cl.authed = cfg->requirepass == NULL;
+	c->cl.id = atomic_fetch_add(&w->s->next_client_id, 1) + 1;
+	rbuf_init(&c->out, cfg->max_output, 2);
+	if (http)
+		c->hc = http_conn_create(NULL);
+	else
+		c->rp = resp_parser_create(&rl);
+	if ((http && c->hc == NULL) || (!http && c->rp == NULL)) {
+		http_conn_free(c->hc);
+		resp_parser_free(c->rp);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	worker *w = server->data;
+	int http = server == (uv_stream_t *)&w->http_listen;
+	conn *c;
+
+	if (status < 0 || w->stopping)
+		return;
+	if (atomic_fetch_add(&w->s->clients, 1) >= w->s->cfg.maxclients) {
+		atomic_fetch_sub(&w->s->clients, 1);
+		atomic_fetch_add(&w->st->connections_rejected, 1);
+		refuse(server, http);
+		return;
+	}
+	c = conn_new(w, http);
+	if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) != 0) {
+		free(c);
+		atomic_fetch_sub(&w->s->clients, 1);
+		return;
+	}
+	c->tcp.data = c;
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	w->live++;
+	atomic_fetch_add(&w->st->connections_total, 1);
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+		conn_close(c);
+		return;
+	}
+	uv_tcp_nodelay(&c->tcp, 1);
+	c->last_active_ms = now_ms(w);
+	reading_set(c, 1);
+}
+
+/* ---- worker loop ------------------------------------------------------------ */
+
+static void worker_shutdown(worker *w)
+{
+	if (w->stopping)
+		return;
+	w->stopping = 1;
+	if (w->resp_on)
+		uv_close((uv_handle_t *)&w->resp_listen, NULL);
+	if (w->http_on)
+		uv_close((uv_handle_t *)&w->http_listen, NULL);
+	for (conn *c = w->conns; c != NULL; c = c->next) {
+		/* Replies owed are still sent: close once they are. */
+		c->cl.close_after = 1;
+		reading_set(c, 0);
+		conn_flush(c);
+	}
+}
+
+static void worker_maybe_exit(worker *w)
+{
+	if (w->stopping && w->live == 0 && !uv_is_closing((uv_handle_t *)&w->wake)) {
+		uv_close((uv_handle_t *)&w->wake, NULL);
+		uv_close((uv_handle_t *)&w->tick, NULL);
+	}
+}
+
+static void on_wake(uv_async_t *a)
+{
+	worker *w = a->data;
+	slot **done;
+	size_t n, cap;
+
+	pthread_mutex_lock(&w->done_lock);
+	done = w->done;
+	cap = w->done_cap;
+	n = w->done_n;
+	w->done = w->done_spare;
+	w->done_cap = w->done_spare_cap;
+	w->done_n = 0;
+	pthread_mutex_unlock(&w->done_lock);
+	for (size_t i = 0; i < n; i++) {
+		slot *sl = done[i];
+		conn *c = sl->c;
+
+		sl->ready = 1;
+		c->owed--;
+		if (c->dead) {
+			slots_flush(c);
+			if (c->owed == 0 && !c->http_busy)
+				conn_free(c);
+			continue;
+		}
+		resp_process(c);
+	}
+	w->done_spare = done;
+	w->done_spare_cap = cap;
+	if (atomic_load(&w->s->stopping))
+		worker_shutdown(w);
+	worker_maybe_exit(w);
+}
+
+static void on_tick(uv_timer_t *tm)
+{
+	worker *w = tm->data;
+	uint32_t idle = w->s->cfg.idle_timeout_s;
+
+	if (atomic_load(&w->s->stopping))
+		worker_shutdown(w);
+	if (idle > 0) {
+		uint64_t now = now_ms(w);
+		conn *c = w->conns;
+
+		while (c != NULL) {
+			conn *next = c->next;
+
+			if (!c->closed && c->owed == 0 && !c->http_busy &&
+			    now - c->last_active_ms > (uint64_t)idle * 1000) {
+				atomic_fetch_add(&w->st->idle_closes_total, 1);
+				conn_close(c);
+			}
+			c = next;
+		}
+	}
+	worker_maybe_exit(w);
+}
+
+static void worker_main(void *arg)
+{
+	worker *w = arg;
+
+	uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- start and stop ------------------------------------------------------ */
+
+static int addr_parse(const char *host, int port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
+		return 0;
+	if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
+		return 0;
+	return -1;
+}
+
+/* A listening socket of this worker's own on a port shared through
+ * SO_REUSEPORT: the kernel spreads connections over the workers. */
+static int listen_on(worker *w, uv_tcp_t *h, int port)
+{
+	struct sockaddr_storage ss;
+	int fd, one = 1, rc;
+
+	if (addr_parse(w->s->cfg.bind, port, &ss) != 0) {
+		srv_log(&w->s->cfg, LOG_ERROR, "cannot parse --bind '%s'",
+		        w->s->cfg.bind);
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&ss, ss.ss_family == AF_INET ?
+	         sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) != 0) {
+		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen on %s:%d: %s",
+		        w->s->cfg.bind, port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	rc = uv_tcp_init(&w->loop, h);
+	if (rc == 0)
+		rc = uv_tcp_open(h, fd);
+	h->data = w;
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)h, 511, on_connection);
+	if (rc != 0) {
+		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen on %s:%d: %s",
+		        w->s->cfg.bind, port, uv_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+static int worker_init(srv *s, worker *w, int idx)
+{
+	w->s = s;
+	w->idx = idx;
+	w->st = &s->stats[idx];
+	rbuf_init(&w->scratch, s->cfg.max_output, 2);
+	if (uv_loop_init(&w->loop) != 0 ||
+	    pthread_mutex_init(&w->done_lock, NULL) != 0)
+		return -1;
+	if (uv_async_init(&w->loop, &w->wake, on_wake) != 0 ||
+	    uv_timer_init(&w->loop, &w->tick) != 0)
+		return -1;
+	w->wake.data = w;
+	w->tick.data = w;
+	uv_timer_start(&w->tick, on_tick, 1000, 1000);
+	if (s->cfg.resp_port > 0) {
+		if (listen_on(w, &w->resp_listen, s->cfg.resp_port) != 0)
+			return -1;
+		w->resp_on = 1;
+	}
+	if (s->cfg.http_port > 0) {
+		if (listen_on(w, &w->http_listen, s->cfg.http_port) != 0)
+			return -1;
+		w->http_on = 1;
+	}
+	return 0;
+}
+
+int net_start(srv *s)
+{
+	s->workers_n = s->cfg.threads;
+	s->workers = calloc((size_t)s->workers_n, sizeof *s->workers);
+	s->stats = calloc((size_t)s->workers_n, sizeof *s->stats);
+	if (s->workers == NULL || s->stats == NULL)
+		return -1;
+	for (int i = 0; i < s->workers_n; i++) {
+		s->workers[i] = calloc(1, sizeof(worker));
+		if (s->workers[i] == NULL ||
+		    worker_init(s, s->workers[i], i) != 0)
+			return -1;
+	}
+	for (int i = 0; i < s->workers_n; i++)
+		if (uv_thread_create(&s->workers[i]->thread, worker_main,
+		                     s->workers[i]) != 0)
+			return -1;
+	return 0;
+}
+
+void net_stop(srv *s)
+{
+	atomic_store(&s->stopping, 1);
+	for (int i = 0; i < s->workers_n; i++)
+		if (s->workers[i] != NULL)
+			uv_async_send(&s->workers[i]->wake);
+}
+
+void net_wait(srv *s)
+{
+	for (int i = 0; i < s->workers_n; i++)
+		uv_thread_join(&s->workers[i]->thread);
+}
+
+void net_free(srv *s)
+{
+	for (int i = 0; s->workers && i < s->workers_n; i++) {
+		worker *w = s->workers[i];
+
+		if (w == NULL)
+			continue;
+		uv_loop_close(&w->loop);
+		pthread_mutex_destroy(&w->done_lock);
+		free(w->done);
+		free(w->done_spare);
+		rbuf_free(&w->scratch);
+		free(w);
+	}
+	free(s->workers);
+	free(s->stats);
+	s->workers = NULL;
+	s->stats = NULL;
+}
+
+uint32_t net_clients(const srv *s)
+{
+	return atomic_load(&s->clients);
+}
+
+uint64_t srv_stat_sum(const srv *s, size_t offset)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; s->stats != NULL && i < s->workers_n; i++)
+		sum += atomic_load((_Atomic uint64_t *)((char *)&s->stats[i] +
+		                                         offset));
+	return sum;
+}

@@ -1,0 +1,148 @@
+/* server.h: tallyd's shared state: configuration, the server with its I/O
+ * workers, per-worker statistics (an X-macro list summed on demand) and the
+ * interface between the network layer (net.c) and the commands
+ * (commands.c): commands build replies and queue writes, never touching a
+ * socket. */
+#ifndef TALLY_SERVER_SERVER_H
+#define TALLY_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/resp.h"
+#include "tally.h"
+
+/* ---- configuration: every limit a flag with a documented default ------- */
+
+typedef struct srv_config {
+	const char *data_dir;        /* --data, ./data */
+	const char *bind;            /* --bind, 127.0.0.1 */
+	int resp_port;               /* --resp-port, 6380; 0 off */
+	int http_port;               /* --http-port, 8080; 0 off */
+	int threads;                 /* --threads, number of cores */
+	int durability;              /* --durability sync|async */
+	uint32_t flush_ms;           /* --flush-ms, 100 */
+	const char *store;           /* --store rocksdb */
+	const char *cluster;         /* --cluster HOST:PORT,... */
+	const char *requirepass;     /* --requirepass */
+	uint32_t maxclients;         /* --maxclients, 10000 */
+	size_t max_bulk;             /* --max-bulk-bytes, 1 MiB */
+	size_t max_args;             /* --max-args, 1048576 */
+	size_t max_request;          /* --max-request-bytes, 64 MiB */
+	size_t max_pending;          /* --max-pipeline, 65536 replies owed */
+	size_t max_output;           /* --max-output-bytes, 64 MiB */
+	uint32_t idle_timeout_s;     /* --idle-timeout, 0 (never) */
+	int log_level;               /* --log-level 0 error .. 3 debug */
+} srv_config;
+
+enum { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Parse argv into cfg (defaults first). Returns 0 to run, 1 when --help or
+ * --version was printed, -1 on a usage error (message printed). */
+int config_parse(srv_config *cfg, int argc, char **argv);
+void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/* Per-worker counters, declared once: X(name, help). */
+#define SRV_STATS(X)                                                        \
+	X(connections_total, "Connections accepted")                        \
+	X(connections_rejected, "Connections refused at maxclients")        \
+	X(commands_total, "Commands processed")                             \
+	X(command_errors_total, "Commands answered with an error")          \
+	X(protocol_errors_total, "Connections closed on a protocol error")  \
+	X(output_limit_closes_total, "Clients closed at the output limit")  \
+	X(idle_closes_total, "Clients closed at the idle timeout")          \
+	X(http_requests_total, "HTTP requests answered")                    \
+	X(bytes_in_total, "Bytes read from clients")                        \
+	X(bytes_out_total, "Bytes written to clients")
+
+typedef struct srv_stats {
+#define X(name, help) _Atomic uint64_t name;
+	SRV_STATS(X)
+#undef X
+} srv_stats;
+
+/* Commands counted per table entry (see commands.c). */
+#define CMD_TABLE_MAX 64
+
+typedef struct srv srv;
+
+/* ---- a client as commands see it ---------------------------------------- */
+
+typedef struct client_info {
+	uint64_t id;
+	int proto;                  /* 2 or 3 */
+	int authed;
+	int close_after;            /* close once replies are flushed */
+	char name[128];
+	char lib_name[64];
+	char lib_ver[32];
+} client_info;
+
+/* How a queued write's result becomes a reply. */
+enum reply_fmt {
+	FMT_INT = 1,     /* :result */
+	FMT_OK,          /* +OK */
+	FMT_SUM,         /* :sum of results (DEL of many keys) */
+};
+
+/* What a command handler gets. Replies go to `out` (which keeps the order
+ * of replies, whatever is pending before). */
+typedef struct cmd_ctx {
+	srv *s;
+	client_info *cl;
+	rbuf *out;
+	void *conn;
+	/* Queue n writes answered by one reply of format fmt; the reply's
+	 * place in the output is fixed now. 0, or a TALLY_E* code (nothing
+	 * was queued; the handler replies with the error). */
+	int (*submit)(void *conn, const tally_write *w, size_t n, int fmt);
+} cmd_ctx;
+
+/* Run one command (argv[0] is its name). */
+void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
+/* The reply text of an engine error for a write, e.g. overflow. */
+void cmd_reply_tally_error(rbuf *out, int err);
+/* Whether a command queues writes (reads wait for a client's writes). */
+int cmd_is_write(const char *name, size_t len);
+/* Name of command table entry i, or NULL past the end. */
+const char *cmd_name(size_t i);
+
+/* ---- the server ---------------------------------------------------------- */
+
+struct srv {
+	srv_config cfg;
+	tally *t;
+	int workers_n;
+	struct worker **workers;
+	_Atomic uint32_t clients;       /* connected now, both protocols */
+	_Atomic uint64_t next_client_id;
+	_Atomic int stopping;
+	int64_t started_ms;
+	srv_stats *stats;                /* one per worker */
+	_Atomic uint64_t cmd_calls[CMD_TABLE_MAX];
+};
+
+/* Sum of stat `field` over workers. */
+uint64_t srv_stat_sum(const srv *s, size_t offset);
+#define SRV_STAT(s, field) srv_stat_sum((s), offsetof(srv_stats, field))
+
+/* net.c */
+int net_start(srv *s);            /* bind, start workers; 0 or -1 */
+void net_wait(srv *s);            /* until net_stop() */
+void net_stop(srv *s);            /* from any thread or a signal handler */
+void net_free(srv *s);
+uint32_t net_clients(const srv *s);
+
+/* metrics.c */
+char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */
+char *info_text(srv *s, const char *section, size_t *len);  /* INFO */
+
+/* auth: constant-time compare. */
+int srv_password_ok(const srv *s, const char *given, size_t len);
+
+#endif
