@@ -81,6 +81,21 @@ static int arg_is(const char *arg, size_t len, const char *word)
 	return strlen(word) == len && strncasecmp(arg, word, len) == 0;
 }
 
+/* A u64 id: an integer while it fits int64, else a decimal bulk string
+ * (RESP integers are signed). */
+static void reply_u64(rbuf *out, uint64_t v)
+{
+	char buf[24];
+	int n;
+
+	if (v <= (uint64_t)INT64_MAX) {
+		reply_int(out, (int64_t)v);
+		return;
+	}
+	n = snprintf(buf, sizeof buf, "%" PRIu64, v);
+	reply_bulk(out, buf, (size_t)n);
+}
+
 static void reply_not_int(rbuf *out)
 {
 	reply_error(out, "ERR value is not an integer or out of range");
@@ -756,10 +771,10 @@ static void cmd_trecent(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	reply_array(c->out, n);
 	for (size_t i = 0; i < n; i++) {
 		reply_array(c->out, 4);
-		reply_int(c->out, (int64_t)e[i].member);
+		reply_u64(c->out, e[i].member);
 		reply_int(c->out, e[i].at_ms);
 		reply_cstr(c->out, e[i].delta > 0 ? "add" : "remove");
-		reply_int(c->out, (int64_t)e[i].seq);
+		reply_u64(c->out, e[i].seq);
 	}
 }
 
@@ -807,10 +822,10 @@ static void cmd_thistory(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	for (size_t i = 0; i < n; i++) {
 		reply_array(c->out, 5);
 		reply_cstr(c->out, h[i].ctype);
-		reply_int(c->out, (int64_t)h[i].content);
+		reply_u64(c->out, h[i].content);
 		reply_int(c->out, h[i].at_ms);
 		reply_cstr(c->out, h[i].delta > 0 ? "add" : "remove");
-		reply_int(c->out, (int64_t)h[i].seq);
+		reply_u64(c->out, h[i].seq);
 	}
 }
 

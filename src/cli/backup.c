@@ -1,0 +1,119 @@
+/* backup.c: `tally backup --data DIR OUT`: a consistent copy of a data
+ * folder. Offline it is tally_backup(); when tallyd holds the folder the
+ * copy is made by the server (TALLY.BACKUP), which can do it while
+ * serving, so a backup never requires stopping the service. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "json.h"
+#include "offline.h"
+
+static void report(const cli_ctx *ctx, const char *dir, const char *out,
+                   const char *server)
+{
+	json_w w;
+
+	if (!ctx->json) {
+		if (server != NULL)
+			printf("backup of %s written to %s by tallyd at %s\n",
+			       dir, out, server);
+		else
+			printf("backup of %s written to %s\n", dir, out);
+		return;
+	}
+	json_start(&w, stdout);
+	json_obj(&w);
+	json_kv_str(&w, "data", dir);
+	json_kv_str(&w, "backup", out);
+	json_kv_str(&w, "via", server != NULL ? "server" : "offline");
+	if (server != NULL)
+		json_kv_str(&w, "server", server);
+	json_obj_end(&w);
+	json_finish(&w);
+}
+
+/* The server resolves paths against its own working directory: send an
+ * absolute one. CLI_OK or CLI_ERR. */
+static int absolute(const char *path, char *buf, size_t cap)
+{
+	char cwd[PATH_MAX];
+	int n;
+
+	if (path[0] == '/') {
+		n = snprintf(buf, cap, "%s", path);
+	} else {
+		if (getcwd(cwd, sizeof cwd) == NULL) {
+			fprintf(stderr, "tally: cannot find the current "
+			        "folder: %s\n", strerror(errno));
+			return CLI_ERR;
+		}
+		n = snprintf(buf, cap, "%s/%s", cwd, path);
+	}
+	if (n < 0 || (size_t)n >= cap) {
+		fprintf(stderr, "tally: the backup path is too long\n");
+		return CLI_ERR;
+	}
+	return CLI_OK;
+}
+
+static int backup_remote(const cli_ctx *ctx, const char *dir,
+                         const char *out)
+{
+	char path[PATH_MAX];
+	const char *argv[2] = { "TALLY.BACKUP", path };
+	redisReply *r = NULL;
+	client c;
+	int rc = absolute(out, path, sizeof path);
+
+	if (rc != CLI_OK)
+		return rc;
+	fprintf(stderr, "tally: %s is in use by a running tallyd: asking the "
+	        "server at %s:%d to write the backup to %s\n", dir, ctx->host,
+	        ctx->port, path);
+	rc = client_open(&c, ctx);
+	if (rc != CLI_OK)
+		return rc;
+	client_timeout(&c, CLIENT_SLOW_TIMEOUT_MS);
+	rc = client_call(&c, 2, argv, &r);
+	if (rc == CLI_OK && r->type != REDIS_REPLY_STATUS &&
+	    r->type != REDIS_REPLY_STRING)
+		rc = client_bad_reply("TALLY.BACKUP", "OK");
+	if (rc == CLI_OK)
+		report(ctx, dir, path, c.where);
+	freeReplyObject(r);
+	client_close(&c);
+	return rc;
+}
+
+int cmd_backup(const cli_ctx *ctx, const cli_args *a)
+{
+	const char *dir, *out = a->pos[0];
+	struct stat st;
+	tally *t = NULL;
+	int busy, rc = offline_data_dir(a, &dir);
+
+	if (rc != CLI_OK)
+		return rc;
+	if (lstat(out, &st) == 0) {
+		fprintf(stderr, "tally: %s exists: a backup is written into a "
+		        "new folder\n", out);
+		return CLI_ERR;
+	}
+	rc = offline_open(dir, 0, NULL, &t, &busy);
+	if (busy)
+		return backup_remote(ctx, dir, out);
+	if (rc != CLI_OK)
+		return rc;
+	rc = tally_backup(t, out);
+	tally_close(t);
+	if (rc != TALLY_OK)
+		return offline_fail(dir, "backup failed (the parent of OUT "
+		                    "must exist and be writable)", rc);
+	report(ctx, dir, out, NULL);
+	return CLI_OK;
+}

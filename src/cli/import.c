@@ -1,0 +1,548 @@
+/* import.c: `tally import`: replay reference records into a data folder.
+ *
+ * Two passes over the file. The first checks everything (size, record
+ * format, type ids, members, amounts) and writes nothing, so a bad file
+ * leaves the folder untouched. The second replays the records through
+ * tally_write_async() with a bounded window of writes in flight: group
+ * commit then turns thousands of events into one store batch. Writes of
+ * one thread are applied in order, so each object's events keep theirs.
+ *
+ * A record holds the object's running total, not the event's amount: for
+ * total types the amount is the change from the object's previous record
+ * (the first record: |total|, or 1 if 0). Totals are tracked per object
+ * (objmap), so records of different objects may interleave. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/record.h"
+#include "json.h"
+#include "objmap.h"
+#include "offline.h"
+#include "out.h"
+#include "typesfile.h"
+
+#define IMPORT_WINDOW_DEFAULT 16384
+#define IMPORT_WINDOW_MAX 65536
+/* Records read per fread(). */
+#define IMPORT_CHUNK 4096
+#define IMPORT_MSG_MAX 200
+
+/* The input: the records file and its types. */
+typedef struct import_src {
+	const char *path;
+	FILE *f;
+	uint64_t nrec;
+	typesfile *types;
+	objmap objs;          /* object -> previous total */
+	uint8_t used[65536 / 8]; /* type ids seen, as bits */
+} import_src;
+
+/* What one record becomes. */
+typedef struct plan {
+	const tally_type_info *type;
+	record r;
+	int64_t delta;  /* 0 for unique types (the engine's "1") */
+	int write;      /* 0: a total-type record with no change: no write */
+	int noop;       /* the record changes no count */
+} plan;
+
+typedef struct import_run import_run;
+
+typedef struct import_slot {
+	import_run *run;
+	int64_t expect;  /* the file's total after this record */
+	uint64_t index;
+} import_slot;
+
+/* The window of writes in flight, shared with the engine's committer
+ * thread (the completion callback), hence the lock. */
+struct import_run {
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	import_slot *slots;
+	uint32_t *free_ids;
+	size_t nfree, window;
+	int err;            /* first failed write, TALLY_OK if none */
+	uint64_t err_index;
+	uint64_t differ;    /* counts that came out other than the file's */
+};
+
+typedef struct import_sum {
+	uint64_t writes, noops, differ;
+	double secs;
+} import_sum;
+
+/* ---- planning: shared by the check pass and the replay pass ------------- */
+
+/* |total - prev| into *delta; -1 if it does not fit an int64. */
+static int total_change(int64_t total, int64_t prev, int64_t *delta)
+{
+	uint64_t d = total >= prev ? (uint64_t)total - (uint64_t)prev
+	                           : (uint64_t)prev - (uint64_t)total;
+
+	if (d > (uint64_t)INT64_MAX)
+		return -1;
+	*delta = (int64_t)d;
+	return 0;
+}
+
+static int plan_amount(plan *p, int64_t prev, int first, char *msg)
+{
+	if (p->type->mode == TALLY_MODE_UNIQUE) {
+		p->noop = p->r.total == prev;
+		return 0;
+	}
+	if (total_change(p->r.total, prev, &p->delta) != 0) {
+		snprintf(msg, IMPORT_MSG_MAX, "the change of the running total "
+		         "does not fit a 64-bit integer");
+		return -1;
+	}
+	if (p->delta == 0 && first)
+		p->delta = 1;
+	p->noop = p->delta == 0;
+	p->write = !p->noop;
+	return 0;
+}
+
+/* Decode and check one record and work out its write. 0, or -1 with
+ * msg filled. */
+static int plan_record(import_src *s, const uint8_t raw[RECORD_SIZE],
+                       plan *p, char *msg)
+{
+	int64_t w[3];
+	int first;
+
+	memset(p, 0, sizeof *p);
+	p->write = 1;
+	record_unpack(raw, w);
+	if (record_decode(w, &p->r) != RECORD_OK) {
+		snprintf(msg, IMPORT_MSG_MAX, "not a reference record (the top "
+		         "6 bits of word 0 are set)");
+		return -1;
+	}
+	p->type = typesfile_find(s->types, p->r.ktype);
+	if (p->type == NULL) {
+		snprintf(msg, IMPORT_MSG_MAX, "counting type id %u is not "
+		         "listed in %s.types", (unsigned)p->r.ktype, s->path);
+		return -1;
+	}
+	if (p->type->mode == TALLY_MODE_UNIQUE && p->r.member == 0) {
+		snprintf(msg, IMPORT_MSG_MAX, "member 0 (anonymous) in unique "
+		         "type '%s', which needs a member", p->type->name);
+		return -1;
+	}
+	objmap_slot *o = objmap_put(&s->objs, objmap_key(p->r.ktype,
+	                            p->r.content), &first);
+	if (o == NULL) {
+		snprintf(msg, IMPORT_MSG_MAX, "out of memory for the objects");
+		return -1;
+	}
+	int64_t prev = o->total;
+	o->total = p->r.total;
+	s->used[p->r.ktype / 8] |= (uint8_t)(1u << (p->r.ktype % 8));
+	return plan_amount(p, prev, first, msg);
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+static int src_open(import_src *s, const char *path)
+{
+	struct stat st;
+
+	s->path = path;
+	s->f = fopen(path, "rb");
+	if (s->f == NULL || fstat(fileno(s->f), &st) != 0) {
+		fprintf(stderr, "tally: cannot open %s: %s\n", path,
+		        strerror(errno));
+		return CLI_ERR;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "tally: %s is not a regular file\n", path);
+		return CLI_ERR;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size % RECORD_SIZE != 0) {
+		fprintf(stderr, "tally: %s: %" PRIu64 " bytes is not a whole "
+		        "number of %d-byte records: the record at offset %"
+		        PRIu64 " is cut short\n", path, size, RECORD_SIZE,
+		        size - size % RECORD_SIZE);
+		return CLI_ERR;
+	}
+	s->nrec = size / RECORD_SIZE;
+	return CLI_OK;
+}
+
+/* Visit every record in order: fn(arg, index, raw) returns 0 to go on. */
+typedef int (*record_fn)(void *arg, uint64_t index,
+                         const uint8_t raw[RECORD_SIZE]);
+
+static int src_each(import_src *s, uint8_t *buf, record_fn fn, void *arg)
+{
+	uint64_t index = 0;
+
+	rewind(s->f);
+	while (index < s->nrec) {
+		size_t got = fread(buf, RECORD_SIZE, IMPORT_CHUNK, s->f);
+		if (got == 0) {
+			fprintf(stderr, "tally: cannot read %s at offset %"
+			        PRIu64 "%s\n", s->path, index * RECORD_SIZE,
+			        ferror(s->f) ? "" : " (the file shrank)");
+			return CLI_ERR;
+		}
+		for (size_t i = 0; i < got && index < s->nrec; i++, index++) {
+			int rc = fn(arg, index, buf + i * RECORD_SIZE);
+			if (rc != CLI_OK)
+				return rc;
+		}
+	}
+	return CLI_OK;
+}
+
+/* ---- pass 1: check --------------------------------------------------------- */
+
+typedef struct check_pass {
+	import_src *s;
+	out_progress prog;
+} check_pass;
+
+static int check_one(void *arg, uint64_t index,
+                     const uint8_t raw[RECORD_SIZE])
+{
+	check_pass *c = arg;
+	char msg[IMPORT_MSG_MAX];
+	plan p;
+
+	if (plan_record(c->s, raw, &p, msg) != 0) {
+		fprintf(stderr, "tally: %s: record %" PRIu64 " (offset %" PRIu64
+		        "): %s\n", c->s->path, index, index * RECORD_SIZE, msg);
+		return CLI_ERR;
+	}
+	out_progress_tick(&c->prog, index + 1);
+	return CLI_OK;
+}
+
+static int check_all(import_src *s, uint8_t *buf, int progress)
+{
+	check_pass c = { .s = s };
+	int rc;
+
+	out_progress_init(&c.prog, "records checked", OFFLINE_PROGRESS_EVERY,
+	                  progress);
+	rc = src_each(s, buf, check_one, &c);
+	out_progress_done(&c.prog, s->nrec);
+	return rc;
+}
+
+/* ---- types ------------------------------------------------------------------- */
+
+/* Add the types the records use (a no-op for those that exist). */
+static int ensure_types(tally *t, const char *dir, const import_src *s)
+{
+	for (size_t i = 0; i < s->types->n; i++) {
+		const tally_type_info *ti = &s->types->t[i];
+		if (!(s->used[ti->id / 8] & (1u << (ti->id % 8))))
+			continue;
+		int rc = tally_type_add(t, ti->name, ti->mode);
+		if (rc == TALLY_ETYPEEXISTS) {
+			fprintf(stderr, "tally: %s: counting type '%s' exists "
+			        "there as %s; %s.types says %s\n", dir, ti->name,
+			        ti->mode == TALLY_MODE_UNIQUE ? "total" : "unique",
+			        s->path, typesfile_mode_name(ti->mode));
+			return CLI_ERR;
+		}
+		if (rc != TALLY_OK)
+			return offline_fail(dir, "cannot add a counting type", rc);
+	}
+	return CLI_OK;
+}
+
+/* ---- pass 2: replay -------------------------------------------------------- */
+
+static void write_done(void *arg, int err, int64_t result)
+{
+	import_slot *slot = arg;
+	import_run *run = slot->run;
+
+	pthread_mutex_lock(&run->lock);
+	if (err != TALLY_OK && run->err == TALLY_OK) {
+		run->err = err;
+		run->err_index = slot->index;
+	} else if (err == TALLY_OK && result != slot->expect) {
+		run->differ++;
+	}
+	run->free_ids[run->nfree++] = (uint32_t)(slot - run->slots);
+	pthread_cond_signal(&run->freed);
+	pthread_mutex_unlock(&run->lock);
+}
+
+static int run_init(import_run *run, size_t window)
+{
+	memset(run, 0, sizeof *run);
+	run->slots = calloc(window, sizeof *run->slots);
+	run->free_ids = calloc(window, sizeof *run->free_ids);
+	if (run->slots == NULL || run->free_ids == NULL)
+		return -1;
+	for (size_t i = 0; i < window; i++) {
+		run->slots[i].run = run;
+		run->free_ids[i] = (uint32_t)i;
+	}
+	run->nfree = run->window = window;
+	pthread_mutex_init(&run->lock, NULL);
+	pthread_cond_init(&run->freed, NULL);
+	return 0;
+}
+
+static void run_free(import_run *run)
+{
+	if (run->slots != NULL && run->free_ids != NULL) {
+		pthread_mutex_destroy(&run->lock);
+		pthread_cond_destroy(&run->freed);
+	}
+	free(run->slots);
+	free(run->free_ids);
+}
+
+/* A free slot, waiting for one; NULL once a write has failed. */
+static import_slot *slot_take(import_run *run)
+{
+	import_slot *slot = NULL;
+
+	pthread_mutex_lock(&run->lock);
+	while (run->nfree == 0 && run->err == TALLY_OK)
+		pthread_cond_wait(&run->freed, &run->lock);
+	if (run->err == TALLY_OK)
+		slot = &run->slots[run->free_ids[--run->nfree]];
+	pthread_mutex_unlock(&run->lock);
+	return slot;
+}
+
+/* Wait until every write in flight has completed. */
+static void run_drain(import_run *run)
+{
+	pthread_mutex_lock(&run->lock);
+	while (run->nfree < run->window)
+		pthread_cond_wait(&run->freed, &run->lock);
+	pthread_mutex_unlock(&run->lock);
+}
+
+typedef struct replay_pass {
+	import_src *s;
+	import_run run;
+	tally *t;
+	const char *ctype;
+	out_progress prog;
+	uint64_t writes, noops;
+} replay_pass;
+
+static int replay_write(replay_pass *rp, const plan *p, uint64_t index)
+{
+	import_slot *slot = slot_take(&rp->run);
+	tally_write w = { .kind = p->r.increment ? TALLY_W_ADD : TALLY_W_REMOVE };
+	int rc;
+
+	if (slot == NULL)
+		return CLI_ERR; /* reported after the drain */
+	slot->expect = p->r.total;
+	slot->index = index;
+	w.event = (tally_event){ .ctype = rp->ctype, .ktype = p->type->name,
+	                         .content = p->r.content,
+	                         .member = p->r.member, .delta = p->delta,
+	                         .at_ms = p->r.at_ms };
+	rc = tally_write_async(rp->t, &w, write_done, slot);
+	if (rc != TALLY_OK) /* the callback will not run: complete it here */
+		write_done(slot, rc, 0);
+	else
+		rp->writes++;
+	return CLI_OK;
+}
+
+static int replay_one(void *arg, uint64_t index,
+                      const uint8_t raw[RECORD_SIZE])
+{
+	replay_pass *rp = arg;
+	char msg[IMPORT_MSG_MAX];
+	plan p;
+
+	/* Checked in pass 1: the same file plans the same way again. */
+	if (plan_record(rp->s, raw, &p, msg) != 0) {
+		fprintf(stderr, "tally: %s: record %" PRIu64 ": %s (the file "
+		        "changed during the import?)\n", rp->s->path, index, msg);
+		return CLI_ERR;
+	}
+	out_progress_tick(&rp->prog, index + 1);
+	rp->noops += (uint64_t)p.noop;
+	return p.write ? replay_write(rp, &p, index) : CLI_OK;
+}
+
+static int replay_report_err(const replay_pass *rp, const char *dir)
+{
+	if (rp->run.err == TALLY_OK)
+		return CLI_OK;
+	fprintf(stderr, "tally: %s: record %" PRIu64 " of %s could not be "
+	        "written: %s (records before it may have been imported)\n",
+	        dir, rp->run.err_index, rp->s->path,
+	        tally_strerror(rp->run.err));
+	return CLI_ERR;
+}
+
+static int replay_all(tally *t, const char *dir, const char *ctype,
+                      import_src *s, uint8_t *buf, size_t window,
+                      int progress, import_sum *sum)
+{
+	replay_pass rp = { .s = s, .t = t, .ctype = ctype };
+	int rc;
+
+	if (run_init(&rp.run, window) != 0) {
+		run_free(&rp.run);
+		fprintf(stderr, "tally: out of memory\n");
+		return CLI_ERR;
+	}
+	objmap_clear(&s->objs);
+	out_progress_init(&rp.prog, "records imported", OFFLINE_PROGRESS_EVERY,
+	                  progress);
+	rc = src_each(s, buf, replay_one, &rp);
+	run_drain(&rp.run);
+	out_progress_done(&rp.prog, s->nrec);
+	if (replay_report_err(&rp, dir) != CLI_OK)
+		rc = CLI_ERR;
+	sum->writes = rp.writes;
+	sum->noops = rp.noops;
+	sum->differ = rp.run.differ;
+	run_free(&rp.run);
+	return rc;
+}
+
+/* ---- the command ------------------------------------------------------------- */
+
+static void import_report(const cli_ctx *ctx, const char *dir,
+                          const char *ctype, const import_src *s,
+                          const import_sum *sum)
+{
+	json_w w;
+
+	if (ctx->json) {
+		json_start(&w, stdout);
+		json_obj(&w);
+		json_kv_str(&w, "data", dir);
+		json_kv_str(&w, "ctype", ctype);
+		json_kv_u64(&w, "records", s->nrec);
+		json_kv_u64(&w, "writes", sum->writes);
+		json_kv_u64(&w, "noops", sum->noops);
+		json_kv_u64(&w, "counts_differing", sum->differ);
+		json_obj_end(&w);
+		json_finish(&w);
+		return;
+	}
+	printf("imported %" PRIu64 " records into %s (content type %s) in "
+	       "%.1f s: %" PRIu64 " writes, %" PRIu64 " no-ops\n", s->nrec,
+	       dir, ctype, sum->secs, sum->writes, sum->noops);
+	if (sum->differ > 0)
+		printf("%" PRIu64 " counts differ from the file's running "
+		       "totals: the folder held events of those objects "
+		       "before\n", sum->differ);
+}
+
+static double now_secs(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Open the folder, add the types, replay, make it durable. */
+static int import_into(const char *dir, const char *ctype, import_src *s,
+                       uint8_t *buf, size_t window, int progress,
+                       import_sum *sum)
+{
+	/* Async durability: one fsync at the end instead of one per batch;
+	 * an import that dies half-way is rerun anyway. */
+	tally_options o = { .durability = TALLY_DURABILITY_ASYNC };
+	double t0 = now_secs();
+	tally *t = NULL;
+	int rc = offline_open(dir, 1, &o, &t, NULL);
+
+	if (rc == CLI_OK)
+		rc = ensure_types(t, dir, s);
+	if (rc == CLI_OK)
+		rc = replay_all(t, dir, ctype, s, buf, window, progress, sum);
+	if (rc == CLI_OK) {
+		int err = tally_sync(t);
+		if (err != TALLY_OK)
+			rc = offline_fail(dir, "cannot make the import durable",
+			                  err);
+	}
+	tally_close(t);
+	sum->secs = now_secs() - t0;
+	return rc;
+}
+
+/* Parse the options; CLI_OK or CLI_USAGE. */
+static int import_args(const cli_args *a, const char **dir,
+                       const char **ctype, size_t *window)
+{
+	const char *wv = cli_opt(a, "window");
+	uint64_t v = IMPORT_WINDOW_DEFAULT;
+	int rc = offline_data_dir(a, dir);
+
+	*ctype = cli_opt(a, "ctype");
+	if (rc == CLI_OK && *ctype == NULL)
+		rc = cli_usage_error(a->cmd, "--ctype NAME is required: records "
+		                     "do not hold the content type");
+	if (rc == CLI_OK)
+		rc = cli_arg_name("--ctype", *ctype);
+	if (rc == CLI_OK && wv != NULL)
+		rc = cli_arg_u64("--window", wv, 1, IMPORT_WINDOW_MAX, &v);
+	*window = (size_t)v;
+	return rc;
+}
+
+int cmd_import(const cli_ctx *ctx, const cli_args *a)
+{
+	char types_path[CLI_ARG_LEN_MAX + 16];
+	const char *dir, *ctype;
+	size_t window;
+	import_sum sum = { 0 };
+	import_src *s = NULL;
+	uint8_t *buf = NULL;
+	int progress = cli_opt(a, "progress") != NULL;
+	int rc = import_args(a, &dir, &ctype, &window);
+
+	if (rc != CLI_OK)
+		return rc;
+	s = calloc(1, sizeof *s);
+	buf = malloc((size_t)IMPORT_CHUNK * RECORD_SIZE);
+	if (s == NULL || buf == NULL || (s->types = malloc(sizeof *s->types))
+	    == NULL) {
+		fprintf(stderr, "tally: out of memory\n");
+		rc = CLI_ERR;
+		goto done;
+	}
+	objmap_init(&s->objs);
+	snprintf(types_path, sizeof types_path, "%s.types", a->pos[0]);
+	rc = src_open(s, a->pos[0]);
+	if (rc == CLI_OK && typesfile_read(types_path, s->types) != 0)
+		rc = CLI_ERR;
+	if (rc == CLI_OK)
+		rc = check_all(s, buf, progress);
+	if (rc == CLI_OK)
+		rc = import_into(dir, ctype, s, buf, window, progress, &sum);
+	if (rc == CLI_OK)
+		import_report(ctx, dir, ctype, s, &sum);
+done:
+	if (s != NULL) {
+		if (s->f != NULL)
+			fclose(s->f);
+		objmap_free(&s->objs);
+		free(s->types);
+	}
+	free(s);
+	free(buf);
+	return rc;
+}

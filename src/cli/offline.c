@@ -1,0 +1,78 @@
+/* offline.c: opening a data folder for the offline tools. RocksDB allows
+ * one process per folder; the usual reason for a busy folder is a running
+ * tallyd, so the message says so and names the way around it. */
+#include "offline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int offline_data_dir(const cli_args *a, const char **dir)
+{
+	*dir = cli_opt(a, "data");
+	if (*dir != NULL && (*dir)[0] != '\0')
+		return CLI_OK;
+	return cli_usage_error(a->cmd, "--data DIR is required (the data "
+	                       "folder, as given to tallyd --data)");
+}
+
+int offline_fail(const char *dir, const char *what, int err)
+{
+	fprintf(stderr, "tally: %s: %s: %s\n", dir, what, tally_strerror(err));
+	return CLI_ERR;
+}
+
+int offline_open(const char *dir, int create, const tally_options *opts,
+                 tally **out, int *busy)
+{
+	tally_options o = { 0 };
+	int rc;
+
+	if (opts != NULL)
+		o = *opts;
+	if (!create)
+		o.flags |= TALLY_OPEN_NO_CREATE;
+	if (busy != NULL)
+		*busy = 0;
+	rc = tally_open(dir, &o, out);
+	if (rc == TALLY_OK)
+		return CLI_OK;
+	if (rc == TALLY_EBUSY && busy != NULL) {
+		*busy = 1;
+		return CLI_ERR;
+	}
+	if (rc == TALLY_EBUSY) {
+		fprintf(stderr, "tally: %s is in use: tallyd (or another tally "
+		        "command) is running on it. Stop it first, or ask the "
+		        "running server with the client commands (tally -h HOST "
+		        "-p PORT ...).\n", dir);
+		return CLI_ERR;
+	}
+	if (rc == TALLY_ENOTFOUND)
+		fprintf(stderr, "tally: %s: no tally database there\n", dir);
+	else
+		offline_fail(dir, "cannot open the database", rc);
+	return CLI_ERR;
+}
+
+int offline_types(tally *t, tally_type_info **out, size_t *n)
+{
+	tally_type_info *ti = calloc(TALLY_TYPES_MAX, sizeof *ti);
+	int rc;
+
+	*out = NULL;
+	if (ti == NULL) {
+		fprintf(stderr, "tally: out of memory\n");
+		return CLI_ERR;
+	}
+	rc = tally_types(t, ti, TALLY_TYPES_MAX, n);
+	if (rc != TALLY_OK) {
+		free(ti);
+		return offline_fail("types", "cannot list the counting types",
+		                    rc);
+	}
+	if (*n > TALLY_TYPES_MAX)
+		*n = TALLY_TYPES_MAX;
+	*out = ti;
+	return CLI_OK;
+}

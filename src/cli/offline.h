@@ -1,0 +1,33 @@
+/* offline.h: what the offline tools (stats, export, import, backup) share:
+ * the --data argument, opening a data folder with a clear message when
+ * tallyd holds it, and the folder's list of counting types. */
+#ifndef TALLY_CLI_OFFLINE_H
+#define TALLY_CLI_OFFLINE_H
+
+#include <stddef.h>
+
+#include "cli.h"
+#include "tally.h"
+
+/* Progress lines every this many events or records. */
+#define OFFLINE_PROGRESS_EVERY 1000000u
+
+/* The --data folder; CLI_OK or CLI_USAGE after printing that it is
+ * required. */
+int offline_data_dir(const cli_args *a, const char **dir);
+
+/* Open dir; create: whether a missing folder is created (import) or an
+ * error (the read-only tools). CLI_OK, or CLI_ERR after printing why.
+ * A folder held by tallyd (or another process) is reported here, unless
+ * busy is not NULL: then *busy is set and the caller deals with it. */
+int offline_open(const char *dir, int create, const tally_options *opts,
+                 tally **out, int *busy);
+
+/* The folder's counting types in a new array (free() it). CLI_OK or
+ * CLI_ERR after printing why. */
+int offline_types(tally *t, tally_type_info **out, size_t *n);
+
+/* "tally: DIR: what: strerror" for a failed engine call; returns CLI_ERR. */
+int offline_fail(const char *dir, const char *what, int err);
+
+#endif

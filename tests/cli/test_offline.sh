@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# test_offline.sh: black-box tests of the `tally` offline tools (import,
+# export, stats, backup) and of its usage errors and exit statuses, on
+# throw-away data folders. Usage: tests/cli/test_offline.sh [BUILD_DIR]
+# (default build); builds nothing. Needs python3 (to pack records).
+set -euo pipefail
+
+BUILD=${1:-build}
+TALLY=$(cd "$BUILD" && pwd)/tally
+[[ -x $TALLY ]] || { echo "no $TALLY: build it first (cmake --build $BUILD --target tally_cli)" >&2; exit 2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tally-cli-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+passed=0
+failed=0
+# check NAME FN: run the test function FN in a subshell with errexit on (a
+# plain statement, not an `if` condition, where bash would ignore errexit)
+# and count the result. Test functions therefore avoid `a && b` and `! a`,
+# whose failures errexit does not catch; they use one check per line.
+check() {
+	local name=$1 rc
+	shift
+	set +e
+	( set -e; "$@" ) >"$WORK/last.log" 2>&1
+	rc=$?
+	set -e
+	if [[ $rc -eq 0 ]]; then
+		passed=$((passed + 1))
+		echo "ok   $name"
+	else
+		failed=$((failed + 1))
+		echo "FAIL $name"
+		sed 's/^/     | /' "$WORK/last.log"
+	fi
+}
+
+# absent PATTERN FILE: FILE does not match PATTERN.
+absent() {
+	if grep -q -- "$1" "$2"; then
+		echo "unexpected '$1' in $2:"
+		cat "$2"
+		return 1
+	fi
+}
+
+# run_status WANT CMD...: CMD's exit status must be WANT; its stdout and
+# stderr are kept in out.txt and err.txt for the caller's greps.
+run_status() {
+	local want=$1 got=0
+	shift
+	"$@" >out.txt 2>err.txt || got=$?
+	if [[ $got -ne $want ]]; then
+		echo "exit status $got, want $want: $*"
+		cat out.txt err.txt
+		return 1
+	fi
+}
+
+# ---- record files -----------------------------------------------------------
+# rec.py pack OUT SPEC...: records from "ktype inc at content member total";
+# rec.py same A A.types B B.types [--skip-noops]: per-object record sequences
+# of A (named through A.types) equal those of B. Objects are compared, not
+# file order: an export visits objects in key order, and each object's events
+# oldest first. --skip-noops drops A's records that change no count (the
+# engine does not store them, so they do not come back from an export).
+cat >rec.py <<'EOF'
+import struct, sys
+EPOCH = 1577836800000
+
+def pack(out, specs):
+    with open(out, 'wb') as f:
+        for s in specs:
+            k, inc, at, c, m, tot = (int(x) for x in s.split())
+            w0 = k << 42 | inc << 41 | (at - EPOCH)
+            f.write(struct.pack('>QQq', w0, c << 32 | m, tot))
+
+def names(path):
+    d = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith('#'):
+            i, n, mode = line.split()
+            d[int(i)] = n
+    return d
+
+def objects(path, skip_noops):
+    ids, data, objs = names(path + '.types'), open(path, 'rb').read(), {}
+    for off in range(0, len(data), 24):
+        w0, w1, tot = struct.unpack('>QQq', data[off:off + 24])
+        key = (ids[w0 >> 42], w1 >> 32)
+        seq = objs.setdefault(key, [])
+        prev = seq[-1][4] if seq else 0
+        if skip_noops and seq and tot == prev:
+            continue
+        seq.append(((w0 >> 41) & 1, w0 & (2**41 - 1), w1 & 0xffffffff,
+                    key[1], tot))
+    return objs
+
+if sys.argv[1] == 'pack':
+    pack(sys.argv[2], sys.argv[3:])
+elif sys.argv[1] == 'same':
+    a = objects(sys.argv[2], '--skip-noops' in sys.argv)
+    b = objects(sys.argv[3], False)
+    if a != b:
+        print('differ:\n', a, '\n', b)
+        sys.exit(1)
+EOF
+
+T0=1700000000000
+# article: like (unique) on 42 and 43, view (total) on 42 with deltas and an
+# anonymous member, clap (a new total type) on 7; objects interleave.
+# Record 7 (member 8 likes 42 again) is a no-op.
+python3 rec.py pack events.rec \
+	"1 1 $((T0 + 1)) 42 7 1" \
+	"6 1 $((T0 + 2)) 42 0 5" \
+	"1 1 $((T0 + 3)) 42 8 2" \
+	"40 1 $((T0 + 4)) 7 9 3" \
+	"1 0 $((T0 + 5)) 42 7 1" \
+	"6 0 $((T0 + 6)) 42 5 3" \
+	"1 1 $((T0 + 7)) 42 8 1" \
+	"1 1 $((T0 + 8)) 43 4294967295 1" \
+	"6 1 $((T0 + 9)) 42 11 10" \
+	"40 1 $((T0 + 10)) 7 9 4"
+printf '# hand-made\n1 like unique\n6 view total\n40 clap total\n' >events.rec.types
+EVENTS=9   # stored events: the records minus the one no-op
+OBJECTS=4  # like/42, like/43, view/42, clap/7
+
+# ---- tests --------------------------------------------------------------------
+
+t_version_help() {
+	run_status 0 "$TALLY" --version
+	grep -q '^tally ' out.txt
+	run_status 0 "$TALLY" --help
+	grep -q 'exit status' out.txt
+	run_status 0 "$TALLY" import --help
+	grep -q 'IN.types' out.txt
+}
+
+t_usage_errors() {
+	run_status 2 "$TALLY" count article like 12x
+	grep -q "CONTENT must be an integer" err.txt
+	run_status 2 "$TALLY" frobnicate
+	run_status 2 "$TALLY" add article like 1
+	run_status 2 "$TALLY" recent article like 1 --limit 0
+	run_status 2 "$TALLY" import --data d --ctype article --window 0 x
+	run_status 2 "$TALLY" import --data d x         # --ctype missing
+	run_status 2 "$TALLY" stats                       # --data missing
+	run_status 2 "$TALLY" -p 99999 ping
+	[[ ! -e d ]]
+}
+
+t_unreachable_server() {
+	run_status 3 "$TALLY" -h 127.0.0.1 -p 1 ping
+	grep -q '127.0.0.1:1' err.txt
+	grep -q 'make run' err.txt
+}
+
+t_import() {
+	run_status 0 "$TALLY" import --data d1 --ctype article events.rec
+	grep -q 'imported 10 records' out.txt
+	grep -q '1 no-ops' out.txt
+	absent 'differ' out.txt
+}
+
+t_export_round_trip() {
+	run_status 0 "$TALLY" export --data d1 --ctype article e1.rec
+	grep -q "exported $EVENTS records" out.txt
+	grep -q 'skipped 0 events' out.txt
+	[[ $(stat -c %s e1.rec) -eq $((EVENTS * 24)) ]]
+	grep -q '^[0-9]* clap total$' e1.rec.types
+	[[ ! -e e1.rec.part ]]
+	python3 rec.py same events.rec e1.rec --skip-noops
+}
+
+t_export_import_export_identical() {
+	run_status 0 "$TALLY" import --data d2 --ctype article e1.rec
+	grep -q '0 no-ops' out.txt
+	run_status 0 "$TALLY" export --data d2 --ctype article e2.rec
+	cmp e1.rec e2.rec
+	cmp e1.rec.types e2.rec.types
+}
+
+t_stats() {
+	run_status 0 "$TALLY" stats --data d1
+	grep -Eq "^events +$EVENTS " out.txt
+	grep -Eq "^objects +$OBJECTS$" out.txt
+	grep -Eq '^ *[0-9]+ +clap +total$' out.txt
+	run_status 0 "$TALLY" stats --data d1 --json
+	python3 -c 'import json, sys
+d = json.load(open("out.txt"))
+assert d["events"] == int(sys.argv[1]), d
+assert d["objects"] == int(sys.argv[2]), d
+assert [t["mode"] for t in d["types"] if t["name"] == "clap"] == ["total"]' \
+		"$EVENTS" "$OBJECTS"
+}
+
+t_export_ctype_filter() {
+	run_status 0 "$TALLY" import --data d1 --ctype video e1.rec --json
+	python3 -c 'import json
+d = json.load(open("out.txt"))
+assert d["records"] == 9 and d["noops"] == 0, d'
+	run_status 0 "$TALLY" export --data d1 --ctype video v.rec
+	cmp e1.rec v.rec
+	run_status 0 "$TALLY" export --data d1 all.rec
+	[[ $(stat -c %s all.rec) -eq $((2 * EVENTS * 24)) ]]
+	grep -q '2 content types in one file' err.txt
+	run_status 0 "$TALLY" export --data d1 --ctype nosuch none.rec
+	[[ ! -s none.rec ]]
+	grep -q 'no events of content type' err.txt
+}
+
+t_reimport_reports_differences() {
+	run_status 0 "$TALLY" import --data d2 --ctype article e1.rec
+	grep -q 'counts differ from the file' out.txt
+}
+
+t_backup() {
+	run_status 0 "$TALLY" backup --data d1 copy
+	run_status 0 "$TALLY" stats --data copy --json
+	python3 -c 'import json, sys
+assert json.load(open("out.txt"))["events"] == 2 * int(sys.argv[1])' \
+		"$EVENTS"
+	run_status 1 "$TALLY" backup --data d1 copy    # exists
+	grep -q 'exists' err.txt
+}
+
+t_missing_folder() {
+	run_status 1 "$TALLY" stats --data nowhere
+	grep -q 'no tally database' err.txt
+	[[ ! -e nowhere ]]
+}
+
+t_partial_record() {
+	head -c 25 events.rec >short.rec
+	cp events.rec.types short.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article short.rec
+	grep -q 'offset 24' err.txt
+	[[ ! -e d3 ]]
+}
+
+t_unknown_type_id() {
+	python3 rec.py pack unknown.rec "1 1 $T0 1 1 1" "99 1 $T0 1 1 1"
+	printf '1 like unique\n' >unknown.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article unknown.rec
+	grep -q 'record 1 (offset 24): counting type id 99 is not listed' err.txt
+	[[ ! -e d3 ]]
+	rm unknown.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article unknown.rec
+	grep -q 'cannot open unknown.rec.types' err.txt
+	[[ ! -e d3 ]]
+}
+
+t_bad_records() {
+	python3 rec.py pack anon.rec "1 1 $T0 1 0 1"
+	printf '1 like unique\n' >anon.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article anon.rec
+	grep -q 'member 0 (anonymous)' err.txt
+	printf '1 like unique\n1 view total\n' >anon.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article anon.rec
+	grep -q 'line 2: this ID is listed twice' err.txt
+	printf '\xff\xff\xff\xff\xff\xff\xff\xff%.0s' 1 2 3 >bits.rec
+	printf '1 like unique\n' >bits.rec.types
+	run_status 1 "$TALLY" import --data d3 --ctype article bits.rec
+	grep -q 'not a reference record' err.txt
+	[[ ! -e d3 ]]
+}
+
+t_type_mode_conflict() {
+	python3 rec.py pack mode.rec "1 1 $T0 1 1 1"
+	printf '1 like total\n' >mode.rec.types
+	run_status 1 "$TALLY" import --data d1 --ctype article mode.rec
+	grep -q "counting type 'like' exists there as unique" err.txt
+}
+
+# A folder held by another process (as tallyd holds its own): stats says so;
+# backup asks the server instead (here none listens on port 1).
+t_busy_folder() {
+	local pid
+	python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+time.sleep(30)' d1/LOCK >locker.out &
+	pid=$!
+	# This subshell's own trap: the script's trap does not reach here.
+	trap "kill $pid 2>/dev/null || true" EXIT
+	for _ in $(seq 50); do
+		if grep -q locked locker.out; then break; fi
+		sleep 0.1
+	done
+	grep -q locked locker.out
+	run_status 1 "$TALLY" stats --data d1
+	grep -q 'is in use' err.txt
+	run_status 3 "$TALLY" -p 1 backup --data d1 copy2
+	grep -q 'asking the server at 127.0.0.1:1' err.txt
+	grep -q 'cannot reach tallyd' err.txt
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+	run_status 0 "$TALLY" stats --data d1
+}
+
+check "version and help exit 0" t_version_help
+check "usage errors exit 2" t_usage_errors
+check "unreachable server exits 3 naming host:port" t_unreachable_server
+check "import of hand-made records" t_import
+check "export gives back every object's events" t_export_round_trip
+check "export, import, export is byte-identical" t_export_import_export_identical
+check "stats counts events, objects and types" t_stats
+check "export --ctype keeps one content type" t_export_ctype_filter
+check "re-import reports counts that differ" t_reimport_reports_differences
+check "backup makes a copy that stats reads" t_backup
+check "stats on a missing folder fails, creates nothing" t_missing_folder
+check "25-byte file: error naming the offset" t_partial_record
+check "unknown type id or no .types: clear error" t_unknown_type_id
+check "bad records are refused before writing" t_bad_records
+check "type with the other mode: clear error" t_type_mode_conflict
+check "busy folder: stats explains, backup asks tallyd" t_busy_folder
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
