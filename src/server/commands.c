@@ -59,11 +59,13 @@ static int parse_i64(const char *s, size_t len, int64_t *out)
 	return 0;
 }
 
+/* An id: decimal digits only. Leading zeros are allowed (tools such as
+ * redis-benchmark pad their random ids), length is bounded. */
 static int parse_u64(const char *s, size_t len, uint64_t *out)
 {
 	uint64_t v = 0;
 
-	if (len == 0 || len > 20 || (s[0] == '0' && len > 1))
+	if (len == 0 || len > 64)
 		return -1;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '9')
