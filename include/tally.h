@@ -548,8 +548,11 @@ typedef struct tally_stats {
 	uint64_t batch_ops_max;   /**< largest batch seen, in writes */
 	uint64_t store_entries;   /**< store entries written (puts, merges,
 	                               deletes) */
-	uint64_t syncs;           /**< fsyncs */
-	uint64_t sync_ns_total;   /**< time spent in them */
+	uint64_t syncs;           /**< durable store writes (each ends in an
+	                               fsync) and async-mode flushes */
+	uint64_t sync_ns_total;   /**< time spent in them: the whole store
+	                               write with its fsync, not the fsync
+	                               alone */
 	uint64_t striped_adds;    /**< adds taken by striped cells */
 	uint64_t queue_depth;     /**< writes waiting now */
 	uint64_t last_seq;        /**< newest event number */
@@ -557,8 +560,8 @@ typedef struct tally_stats {
 	/** batch_hist[i]: batches of at most 2^i writes (the last bucket:
 	 *  any larger). */
 	uint64_t batch_hist[TALLY_HIST_BUCKETS];
-	/** sync_hist[i]: fsyncs that took at most 100 us * 2^i (the last
-	 *  bucket: any longer). */
+	/** sync_hist[i]: durable writes (as syncs) that took at most
+	 *  100 us * 2^i (the last bucket: any longer). */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } tally_stats;
 

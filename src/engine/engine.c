@@ -789,10 +789,8 @@ int tally_counter_add(tally *t, const void *key, size_t key_len,
 	if (delta > (INT64_C(1) << 32) || delta < -(INT64_C(1) << 32))
 		return TALLY_EINVAL;
 	if (t->opt.durability == TALLY_DURABILITY_ASYNC && !t->failed &&
-	    !t->closing && stripes_add(t, key, key_len, delta)) {
-		atomic_fetch_add(&t->st_striped, 1);
+	    !t->closing && stripes_add(t, key, key_len, delta))
 		return TALLY_OK;
-	}
 	return tally_incrby(t, key, key_len, delta, NULL);
 }
 
@@ -814,7 +812,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.store_entries = ss.entries,
 		.syncs = ss.syncs,
 		.sync_ns_total = ss.sync_ns,
-		.striped_adds = atomic_load(&t->st_striped),
+		.striped_adds = stripes_adds(t),
 		.last_seq = ss.last_seq,
 		.counters = ss.counters,
 	};

@@ -70,6 +70,8 @@ typedef struct tok_val {
 typedef struct stripe {
 	pthread_mutex_t lock;
 	hmap *cells;                 /* key -> stripe_cell */
+	uint64_t adds;               /* adds landed here (a shared counter
+	                                would undo the striping) */
 } stripe;
 
 typedef struct stripe_cell {
@@ -113,7 +115,7 @@ struct tally {
 	size_t fold_cap;
 
 	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
-	_Atomic uint64_t st_batches, st_batch_max, st_striped;
+	_Atomic uint64_t st_batches, st_batch_max;
 	_Atomic uint64_t st_fold_overflow;
 	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];
 };
@@ -172,6 +174,8 @@ void stripes_free(tally *t);
 int stripes_add(tally *t, const void *key, size_t len, int64_t delta);
 /* Sum of the cells of key (caller holds fold_lock for reading). */
 int64_t stripes_sum(tally *t, const void *key, size_t len);
+/* Adds landed in cells so far. */
+uint64_t stripes_adds(tally *t);
 /* Committer: whether any counter op of the batch touches a striped key. */
 int stripes_touched(tally *t, const store_op *ops, size_t n);
 /* Committer: drain every cell into INCRBY ops (fold_ops); returns count. */

@@ -73,6 +73,7 @@ int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 	    abs64(c->delta + delta) <= STRIPE_CELL_ABS_MAX) {
 		c->delta += delta;
 		c->idle = 0;
+		s->adds++;
 		landed = 1;
 	} else if (c == NULL && hmap_count(s->cells) < STRIPE_CELLS_MAX) {
 		/* A candidate: the committer marks it safe at the next fold;
@@ -98,6 +99,18 @@ int64_t stripes_sum(tally *t, const void *key, size_t len)
 		pthread_mutex_unlock(&s->lock);
 	}
 	return sum;
+}
+
+uint64_t stripes_adds(tally *t)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < STRIPES; i++) {
+		pthread_mutex_lock(&t->stripes[i].lock);
+		n += t->stripes[i].adds;
+		pthread_mutex_unlock(&t->stripes[i].lock);
+	}
+	return n;
 }
 
 int stripes_touched(tally *t, const store_op *ops, size_t n)

@@ -131,7 +131,7 @@ char *metrics_text(void *arg, size_t *len)
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
 	          st.batch_hist, 1, (double)st.writes + (double)st.write_errors);
-	prom_hist(&t, "fsync_seconds", "Time of one fsync", st.sync_hist,
+	prom_hist(&t, "fsync_seconds", "Time of one durable store write, its fsync included", st.sync_hist,
 	          0.0001, (double)st.sync_ns_total / 1e9);
 	return tx_done(&t, len);
 }
