@@ -15,9 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rocksdb/c.h>
 
-#include "core/keys.h"
 #include "tally.h"
 
 /* ---- limits: each bounds a loop, a buffer or a run ---------------------- */
@@ -977,148 +975,24 @@ static int timed_run(const config *c, const workload *wl, const char *path)
 
 /* ---- bytes per like ------------------------------------------------------ */
 
-/* The store's "add" merge operator, mirrored through core's own codec of
- * merge operands, so that the compaction below can fold the merges of the
- * counter and total families. The counts are checked after it. */
-static char *merge_full(void *state, const char *key, size_t key_len,
-                        const char *existing, size_t existing_len,
-                        const char *const *ops, const size_t *lens, int n,
-                        unsigned char *success, size_t *new_len)
+/* Compact through the engine and read each column family's table files:
+ * the bytes per like with every index, and which index costs what. */
+static int store_settle(const char *path, const tally_options *o,
+                        tally_disk_part *cfs, size_t *ncf)
 {
-	uint64_t sum = 0; /* wraps like the store's: exact modulo 2^64 */
-	int64_t v = 0;
-	int ok = existing == NULL ||
-	         val_i64_decode((const uint8_t *)existing, existing_len, &v) == 0;
-	char *out;
-
-	(void)state, (void)key, (void)key_len;
-	sum = (uint64_t)v;
-	for (int i = 0; ok && i < n; i++) {
-		ok = val_i64_decode((const uint8_t *)ops[i], lens[i], &v) == 0;
-		sum += (uint64_t)v;
-	}
-	out = ok ? malloc(16) : NULL; /* room for one varint (10 bytes) */
-	*success = out != NULL;
-	if (out != NULL)
-		*new_len = val_i64_encode((uint8_t *)out, (int64_t)sum);
-	return out;
-}
-
-static char *merge_partial(void *state, const char *key, size_t key_len,
-                           const char *const *ops, const size_t *lens, int n,
-                           unsigned char *success, size_t *new_len)
-{
-	return merge_full(state, key, key_len, NULL, 0, ops, lens, n, success,
-	                  new_len);
-}
-
-static void merge_delete(void *state, const char *value, size_t len)
-{
-	(void)state, (void)len;
-	free((void *)(uintptr_t)value);
-}
-
-static const char *merge_name(void *state)
-{
-	(void)state;
-	return "tally.add.v1";
-}
-
-static void merge_destroy(void *state)
-{
-	(void)state;
-}
-
-typedef struct cf_usage {
-	char name[32];
-	uint64_t bytes, entries;
-	int files, level_max;
-} cf_usage;
-
-static void cf_collect(rocksdb_t *db, cf_usage *cfs, size_t *ncf)
-{
-	const rocksdb_livefiles_t *lf = rocksdb_livefiles(db);
-	int n = lf ? rocksdb_livefiles_count(lf) : 0;
-
-	for (int i = 0; i < n; i++) {
-		const char *name = rocksdb_livefiles_column_family_name(lf, i);
-		size_t j = 0;
-
-		while (j < *ncf && strcmp(cfs[j].name, name) != 0)
-			j++;
-		if (j == *ncf && *ncf < CF_MAX) {
-			snprintf(cfs[j].name, sizeof cfs[j].name, "%s", name);
-			(*ncf)++;
-		}
-		if (j == *ncf)
-			continue;
-		cfs[j].bytes += rocksdb_livefiles_size(lf, i);
-		cfs[j].entries += rocksdb_livefiles_entries(lf, i);
-		cfs[j].files++;
-		if (rocksdb_livefiles_level(lf, i) > cfs[j].level_max)
-			cfs[j].level_max = rocksdb_livefiles_level(lf, i);
-	}
-	if (lf != NULL)
-		rocksdb_livefiles_destroy(lf);
-}
-
-/* Compact every column family to its bottom level (ZSTD there, as in a
- * database that has lived a while), with the options the store saved, and
- * list the SST bytes per family. */
-static int compact_all(rocksdb_t *db, rocksdb_column_family_handle_t **h,
-                       size_t n, cf_usage *cfs, size_t *ncf)
-{
-	rocksdb_compactoptions_t *co = rocksdb_compactoptions_create();
-
-	if (co == NULL)
-		return -1;
-	rocksdb_compactoptions_set_bottommost_level_compaction(co, 2 /*force*/);
-	for (size_t i = 0; i < n; i++)
-		rocksdb_compact_range_cf_opt(db, h[i], co, NULL, 0, NULL, 0);
-	rocksdb_compactoptions_destroy(co);
-	cf_collect(db, cfs, ncf);
-	return 0;
-}
-
-static int rocks_settle(const char *path, cf_usage *cfs, size_t *ncf)
-{
-	rocksdb_options_t *dbo = NULL, **cfo = NULL;
-	rocksdb_column_family_handle_t *h[CF_MAX] = { 0 };
-	rocksdb_cache_t *cache = rocksdb_cache_create_lru(8u << 20);
-	rocksdb_env_t *env = rocksdb_create_default_env();
-	char **names = NULL, *err = NULL;
-	rocksdb_t *db = NULL;
+	tally *t = NULL;
 	size_t n = 0;
-	int rc = -1;
+	int rc = tally_open(path, o, &t);
 
-	rocksdb_load_latest_options(path, env, 1, cache, &dbo, &n, &names,
-	                            &cfo, &err);
-	if (err == NULL && n <= CF_MAX) {
-		for (size_t i = 0; i < n; i++)
-			rocksdb_options_set_merge_operator(cfo[i],
-				rocksdb_mergeoperator_create(NULL, merge_destroy,
-					merge_full, merge_partial, merge_delete,
-					merge_name));
-		db = rocksdb_open_column_families(dbo, path, (int)n,
-		                                  (const char *const *)names,
-		                                  (const rocksdb_options_t *const *)cfo,
-		                                  h, &err);
-	}
-	if (db != NULL)
-		rc = compact_all(db, h, n, cfs, ncf);
-	for (size_t i = 0; db != NULL && i < n; i++)
-		rocksdb_column_family_handle_destroy(h[i]);
-	if (db != NULL)
-		rocksdb_close(db);
-	if (err != NULL) {
-		fprintf(stderr, "tally_bench: rocksdb (compaction): %s\n", err);
-		rocksdb_free(err);
-	}
-	if (dbo != NULL)
-		rocksdb_load_latest_options_destroy(dbo, names, cfo, n);
-	rocksdb_cache_destroy(cache);
-	rocksdb_env_destroy(env);
-	return rc;
+	if (rc == TALLY_OK)
+		rc = tally_compact(t);
+	if (rc == TALLY_OK)
+		rc = tally_disk_usage(t, cfs, CF_MAX, &n);
+	tally_closep(&t);
+	if (rc != TALLY_OK)
+		return fail_tally("compact", rc);
+	*ncf = n < CF_MAX ? n : CF_MAX;
+	return 0;
 }
 
 static void emit_usage(emit *e, const char *stage, const usage *u,
@@ -1142,7 +1016,7 @@ static void emit_usage(emit *e, const char *stage, const usage *u,
 
 static void bytes_report(const config *c, const workload *wl,
                          const result *res, const truth *tr,
-                         const usage u[3], const cf_usage *cfs, size_t ncf)
+                         const usage u[3], const tally_disk_part *cfs, size_t ncf)
 {
 	static const char *const stages[3] = { "closed", "reopened",
 	                                       "compacted" };
@@ -1172,7 +1046,7 @@ static void bytes_report(const config *c, const workload *wl,
 /* Sizes as closed (WAL and all), after a reopen (RocksDB replays the WAL
  * into SST files), and after a full compaction; counts checked after each. */
 static int bytes_measure(const char *path, const tally_options *o,
-                         const truth *tr, usage u[3], cf_usage *cfs,
+                         const truth *tr, usage u[3], tally_disk_part *cfs,
                          size_t *ncf)
 {
 	tally *t = NULL;
@@ -1186,7 +1060,7 @@ static int bytes_measure(const char *path, const tally_options *o,
 	tally_closep(&t);
 	if (dir_walk(path, &u[1], 0) != 0)
 		return -1;
-	if (rocks_settle(path, cfs, ncf) != 0)
+	if (store_settle(path, o, cfs, ncf) != 0)
 		return -1;
 	if (dir_walk(path, &u[2], 0) != 0)
 		return -1;
@@ -1199,7 +1073,7 @@ static int bytes_run(const config *c, const workload *wl, const char *path)
 	bench_run r = { .kind = wl->kind, .threads = wl->threads,
 	                .window = c->window, .limit = c->likes };
 	usage u[3] = { { 0 }, { 0 }, { 0 } };
-	cf_usage cfs[CF_MAX];
+	tally_disk_part cfs[CF_MAX];
 	size_t ncf = 0;
 	result res = { 0 };
 	truth tr = { 0 };

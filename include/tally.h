@@ -578,6 +578,33 @@ TALLY_API int tally_stats_get(tally *t, tally_stats *out);
  */
 TALLY_API int tally_backup(tally *t, const char *dir);
 
+/** Disk use of one part of the store (tally_disk_usage()). */
+typedef struct tally_disk_part {
+	char name[32];      /**< "log", "members", "by_member", "totals",
+	                         "named", "default" (meta) */
+	uint64_t bytes;     /**< bytes of its table files */
+	uint64_t entries;   /**< entries in them (a merge or delete counts) */
+} tally_disk_part;
+
+/**
+ * Disk use per part of the store, from its table files (data still only in
+ * the write-ahead log is not counted; see tally_compact()).
+ * @param out receives up to cap parts; @param n receives how many exist.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_ENOMEM.
+ */
+TALLY_API int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap,
+                               size_t *n);
+
+/**
+ * Compact the whole store: flush memory to table files and rewrite every
+ * level into the bottom one (ZSTD), folding merges and dropping deleted
+ * entries. Writes go on meanwhile. Takes long on big databases (minutes
+ * for GiBs): an operator's or a benchmark's tool, never needed for
+ * correctness.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO.
+ */
+TALLY_API int tally_compact(tally *t);
+
 #ifdef __cplusplus
 }
 #endif

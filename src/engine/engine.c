@@ -826,6 +826,20 @@ int tally_stats_get(tally *t, tally_stats *out)
 	return TALLY_OK;
 }
 
+int tally_compact(tally *t)
+{
+	if (t == NULL)
+		return TALLY_EINVAL;
+	return t->st->vt->compact(t->st);
+}
+
+int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap, size_t *n)
+{
+	if (t == NULL || n == NULL || (out == NULL && cap > 0))
+		return TALLY_EINVAL;
+	return t->st->vt->disk_usage(t->st, out, cap, n);
+}
+
 int tally_backup(tally *t, const char *dir)
 {
 	int rc;

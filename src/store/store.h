@@ -110,6 +110,9 @@ typedef struct store_vt {
 	                void *arg);
 	int (*load)(store *s, const store_loader *l);
 	int (*backup)(store *s, const char *dir);
+	int (*compact)(store *s);
+	int (*disk_usage)(store *s, tally_disk_part *out, size_t cap,
+	                  size_t *n);
 	void (*stats)(store *s, store_stats *out);
 	void (*close)(store *s);
 } store_vt;

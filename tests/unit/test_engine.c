@@ -1629,6 +1629,66 @@ static void test_everything_survives_reopen(void **state)
 	free(b);
 }
 
+/* Compaction folds merges and keeps every count; disk usage names each
+ * part of the store with its entries; a scan visits every event, each
+ * object's oldest first; DBSIZE-style counter count follows creates and
+ * deletes. */
+static int scan_collect(void *arg, const tally_event_rec *ev)
+{
+	uint64_t *seen = arg;
+
+	/* Oldest first within an object: seqs grow while content stays. */
+	if (seen[1] == ev->content && ev->seq <= seen[2])
+		return 1;
+	seen[0]++;
+	seen[1] = ev->content;
+	seen[2] = ev->seq;
+	return 0;
+}
+
+static void test_compact_usage_scan_and_counters(void **state)
+{
+	struct fx *f = *state;
+	tally_disk_part parts[16];
+	uint64_t seen[3] = { 0, UINT64_MAX, 0 };
+	tally_stats st;
+	size_t n = 0;
+
+	for (uint64_t m = 1; m <= 200; m++) {
+		tally_event ev = ev_of("article", "like", m % 7, m);
+		add_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_incrby(f->t, "a", 1, 5, NULL));
+	CHECK_OK(tally_set(f->t, "b", 1, 5));
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_U64(st.counters, 2);
+	CHECK_OK(tally_del(f->t, "a", 1, NULL));
+	CHECK_OK(tally_compact(f->t));
+	CHECK_OK(tally_disk_usage(f->t, parts, 16, &n));
+	assert_true(n >= 5);
+	int found_log = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(parts[i].name, "log") == 0) {
+			found_log = 1;
+			CHECK_U64(parts[i].entries, 200);
+			assert_true(parts[i].bytes > 0);
+		}
+	assert_true(found_log);
+	int64_t total = 0;
+	for (uint64_t c = 0; c < 7; c++)
+		total += count_of(f->t, "article", "like", c);
+	CHECK_I64(total, 200);
+	CHECK_OK(tally_events_scan(f->t, scan_collect, seen));
+	CHECK_U64(seen[0], 200);
+	fx_reopen(f);
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_U64(st.counters, 1);
+	CHECK_I64(get_of(f->t, "b"), 5);
+	CHECK_RC(tally_compact(NULL), TALLY_EINVAL);
+	CHECK_RC(tally_disk_usage(f->t, NULL, 1, &n), TALLY_EINVAL);
+	CHECK_RC(tally_events_scan(f->t, NULL, NULL), TALLY_EINVAL);
+}
+
 static void test_backup_copy_opens_with_data(void **state)
 {
 	struct fx *f = *state;
@@ -2569,6 +2629,7 @@ int main(void)
 	    T(test_keys_512_binary_ok_513_and_0_refused),
 	    T(test_everything_survives_reopen),
 	    T(test_backup_copy_opens_with_data),
+	    T(test_compact_usage_scan_and_counters),
 	    T(test_stats_count_writes),
 	    T(test_threads_incrby_async_writes_sync_durability_exact),
 	    T(test_threads_incrby_blocking_async_durability_exact),
