@@ -17,6 +17,8 @@
 enum cmd_flags {
 	CMD_WRITE = 1 << 0,   /* queues writes */
 	CMD_NOAUTH = 1 << 1,  /* allowed before AUTH */
+	CMD_TEXT = 1 << 2,    /* arguments are names and numbers: a NUL byte
+	                         in one would cut it short in the engine */
 };
 
 typedef void cmd_fn(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
@@ -42,7 +44,7 @@ static int parse_i64(const char *s, size_t len, int64_t *out)
 	if (s[0] == '-') {
 		neg = 1;
 		i = 1;
-		if (len == 1)
+		if (len == 1 || s[1] == '0') /* "-0" is not Redis's either */
 			return -1;
 	}
 	if (s[i] == '0' && len > i + 1)
@@ -140,6 +142,23 @@ static int key_ok(cmd_ctx *c, size_t len)
 		return 0;
 	}
 	return 1;
+}
+
+/* Redis's two answers for a container command (CLIENT, COMMAND, CONFIG):
+ * a known subcommand with the wrong arity, or an unknown one. */
+static void reply_subcommand(cmd_ctx *c, const char *cmd, const char *sub,
+                             size_t len, const char *const *known)
+{
+	for (size_t i = 0; known[i] != NULL; i++) {
+		if (!arg_is(sub, len, known[i]))
+			continue;
+		reply_errorf(c->out, "ERR wrong number of arguments for "
+		             "'%s|%s' command", cmd, known[i]);
+		return;
+	}
+	reply_errorf(c->out, "ERR unknown subcommand '%.128s'. Try %s HELP.",
+	             sub, cmd[0] == 'c' && cmd[1] == 'l' ? "CLIENT" :
+	             cmd[2] == 'm' ? "COMMAND" : "CONFIG");
 }
 
 /* ---- connection commands --------------------------------------------------- */
@@ -335,8 +354,10 @@ static void cmd_client(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	} else if (arg_is(argv[1], lens[1], "setinfo") && argc >= 3) {
 		client_setinfo(c, argc, argv, lens);
 	} else {
-		reply_errorf(c->out, "ERR unknown subcommand or wrong number of "
-		             "arguments for '%.64s'. Try CLIENT HELP.", argv[1]);
+		static const char *const known[] = { "id", "getname", "setname",
+		                                     "setinfo", NULL };
+
+		reply_subcommand(c, "client", argv[1], lens[1], known);
 	}
 }
 
@@ -379,9 +400,9 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	size_t hit[3], n = 0;
 
 	if (argc < 3 || !arg_is(argv[1], lens[1], "get")) {
-		reply_errorf(c->out, "ERR unknown subcommand or wrong number "
-		             "of arguments for '%.64s'. Try CONFIG HELP.",
-		             argv[1]);
+		static const char *const known[] = { "get", NULL };
+
+		reply_subcommand(c, "config", argv[1], lens[1], known);
 		return;
 	}
 	for (size_t k = 0; k < 3; k++)
@@ -932,18 +953,18 @@ static const cmd_def table[] = {
 	{ "set", -3, CMD_WRITE, cmd_set },
 	{ "del", -2, CMD_WRITE, cmd_del },
 	{ "exists", -2, 0, cmd_exists },
-	{ "tally.add", -5, CMD_WRITE, cmd_tadd },
-	{ "tally.remove", -5, CMD_WRITE, cmd_tremove },
-	{ "tally.count", -4, 0, cmd_tcount },
-	{ "tally.mcount", -4, 0, cmd_tmcount },
-	{ "tally.counts", 3, 0, cmd_tcounts },
-	{ "tally.recent", -4, 0, cmd_trecent },
-	{ "tally.has", 5, 0, cmd_thas },
-	{ "tally.history", -3, 0, cmd_thistory },
-	{ "tally.type", -2, 0, cmd_ttype },
-	{ "tally.types", 1, 0, cmd_ttypes },
-	{ "tally.shards", -2, 0, cmd_tshards },
-	{ "tally.backup", 2, 0, cmd_tbackup },
+	{ "tally.add", -5, CMD_WRITE | CMD_TEXT, cmd_tadd },
+	{ "tally.remove", -5, CMD_WRITE | CMD_TEXT, cmd_tremove },
+	{ "tally.count", -4, CMD_TEXT, cmd_tcount },
+	{ "tally.mcount", -4, CMD_TEXT, cmd_tmcount },
+	{ "tally.counts", 3, CMD_TEXT, cmd_tcounts },
+	{ "tally.recent", -4, CMD_TEXT, cmd_trecent },
+	{ "tally.has", 5, CMD_TEXT, cmd_thas },
+	{ "tally.history", -3, CMD_TEXT, cmd_thistory },
+	{ "tally.type", -2, CMD_TEXT, cmd_ttype },
+	{ "tally.types", 1, CMD_TEXT, cmd_ttypes },
+	{ "tally.shards", -2, CMD_TEXT, cmd_tshards },
+	{ "tally.backup", 2, CMD_TEXT, cmd_tbackup },
 };
 static const size_t table_n = sizeof table / sizeof table[0];
 
@@ -979,8 +1000,9 @@ static void cmd_command(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		/* No docs: redis-cli then uses its own hints. */
 		reply_map(c->out, 0);
 	} else {
-		reply_errorf(c->out, "ERR unknown subcommand or wrong number of "
-		             "arguments for '%.64s'. Try COMMAND HELP.", argv[1]);
+		static const char *const known[] = { "count", "docs", NULL };
+
+		reply_subcommand(c, "command", argv[1], lens[1], known);
 	}
 }
 
@@ -1002,6 +1024,22 @@ int cmd_is_write(const char *name, size_t len)
 	const cmd_def *d = lookup(name, len);
 
 	return d != NULL && (d->flags & CMD_WRITE);
+}
+
+/* Every argument of a CMD_TEXT command is free of NUL bytes, except an
+ * idempotency token (the value after ID), which may be any bytes. */
+static int text_args_ok(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	for (size_t i = 1; i < argc; i++) {
+		if (i > 1 && arg_is(argv[i - 1], lens[i - 1], "id"))
+			continue;
+		if (memchr(argv[i], '\0', lens[i]) != NULL) {
+			reply_errorf(c->out, "ERR argument %zu contains a NUL "
+			             "byte; names and numbers cannot", i);
+			return 0;
+		}
+	}
+	return 1;
 }
 
 static void reply_unknown(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
@@ -1044,5 +1082,7 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		             "command", d->name);
 		return;
 	}
+	if ((d->flags & CMD_TEXT) && !text_args_ok(c, argc, argv, lens))
+		return;
 	d->fn(c, argc, argv, lens);
 }

@@ -90,6 +90,9 @@ struct conn {
 	int reading;
 	int closed;               /* uv_close called */
 	int dead;                 /* socket closed: free when owed == 0 */
+	int counted;              /* counts against maxclients */
+	int lingering;            /* write side shut, draining input */
+	uv_shutdown_t shut;
 	uint64_t last_active_ms;
 };
 
@@ -105,6 +108,16 @@ static uint64_t now_ms(worker *w)
 
 /* ---- slots ------------------------------------------------------------------ */
 
+static void slot_link(conn *c, slot *sl)
+{
+	if (c->tail)
+		c->tail->next = sl;
+	else
+		c->head = sl;
+	c->tail = sl;
+	c->nslots++;
+}
+
 static slot *slot_new(conn *c, int fmt)
 {
 	slot *sl = calloc(1, sizeof *sl);
@@ -113,12 +126,7 @@ static slot *slot_new(conn *c, int fmt)
 		return NULL;
 	sl->c = c;
 	sl->fmt = (uint8_t)fmt;
-	if (c->tail)
-		c->tail->next = sl;
-	else
-		c->head = sl;
-	c->tail = sl;
-	c->nslots++;
+	slot_link(c, sl);
 	return sl;
 }
 
@@ -161,12 +169,24 @@ static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
 	size_t i;
 
 	assert(n > 0);
-	sl = slot_new(c, fmt);
+	sl = calloc(1, sizeof *sl);
 	if (sl == NULL)
 		return TALLY_ENOMEM;
+	sl->c = c;
+	sl->fmt = (uint8_t)fmt;
 	atomic_store(&sl->remaining, (uint32_t)n);
+	/* The slot joins the FIFO only once its first write is queued, so
+	 * a write refused at once is answered by the handler, with detail.
+	 * Its completion cannot overtake this: it reaches the loop through
+	 * on_wake, which runs on this thread after us. */
+	rc = tally_write_async(c->w->s->t, &ws[0], slot_write_done, sl);
+	if (rc != TALLY_OK) {
+		free(sl);
+		return rc;
+	}
+	slot_link(c, sl);
 	c->owed++;
-	for (i = 0; i < n; i++) {
+	for (i = 1; i < n; i++) {
 		rc = tally_write_async(c->w->s->t, &ws[i], slot_write_done, sl);
 		if (rc != TALLY_OK)
 			break;
@@ -244,7 +264,8 @@ static void conn_free(conn *c)
 	resp_parser_free(c->rp);
 	http_conn_free(c->hc);
 	rbuf_free(&c->out);
-	atomic_fetch_sub(&w->s->clients, 1);
+	if (c->counted)
+		atomic_fetch_sub(&w->s->clients, 1);
 	free(c);
 	w->live--;
 }
@@ -281,11 +302,59 @@ static void on_write(uv_write_t *req, int status)
 	conn_flush(c);
 }
 
+/* Input that arrives while lingering is dropped; EOF ends the linger. */
+static void on_alloc_discard(uv_handle_t *h, size_t want, uv_buf_t *buf)
+{
+	static _Thread_local char sink[4096];
+
+	(void)h, (void)want;
+	*buf = uv_buf_init(sink, sizeof sink);
+}
+
+static void on_read_discard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	(void)buf;
+	if (n < 0)
+		conn_close(s->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	conn *c = req->data;
+
+	if (status < 0 || c->closed) {
+		conn_close(c);
+		return;
+	}
+	uv_read_stop((uv_stream_t *)&c->tcp);
+	uv_read_start((uv_stream_t *)&c->tcp, on_alloc_discard,
+	              on_read_discard);
+}
+
+/* Close after the last reply without losing it: closing a socket with
+ * unread input makes the kernel send a reset, which can overtake the
+ * reply (an error answer to a bad request, most of all). So shut the
+ * write side down, drain input until the peer closes, and close at EOF or
+ * after LINGER_MS (the worker's tick). */
+#define LINGER_MS 1000
+
+static void conn_linger(conn *c)
+{
+	if (c->lingering || c->closed)
+		return;
+	c->lingering = 1;
+	c->reading = 0;
+	c->last_active_ms = now_ms(c->w);
+	c->shut.data = c;
+	if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
+		conn_close(c);
+}
+
 static void conn_maybe_done(conn *c)
 {
 	if (c->cl.close_after && c->out.len == 0 && !c->writing &&
 	    c->head == NULL)
-		conn_close(c);
+		conn_linger(c);
 }
 
 /* Send what is in c->out: uv_try_write first (usually all of it), then one
@@ -384,7 +453,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void reading_set(conn *c, int on)
 {
-	if (c->closed || c->reading == on)
+	if (c->closed || c->lingering || c->reading == on)
 		return;
 	c->reading = on;
 	if (on)
@@ -570,28 +639,6 @@ static void http_process(conn *c)
 
 /* ---- accepting --------------------------------------------------------------- */
 
-static void refuse(uv_stream_t *server, int http)
-{
-	static const char resp_msg[] = "-ERR max number of clients reached\r\n";
-	static const char http_msg[] =
-		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
-		"application/json\r\nContent-Length: 43\r\nConnection: close"
-		"\r\n\r\n{\"error\":\"max number of clients reached\"}\n";
-	uv_tcp_t *tmp = malloc(sizeof *tmp);
-	uv_buf_t b;
-
-	if (tmp == NULL || uv_tcp_init(server->loop, tmp) != 0) {
-		free(tmp);
-		return;
-	}
-	if (uv_accept(server, (uv_stream_t *)tmp) == 0) {
-		b = http ? uv_buf_init((char *)http_msg, sizeof http_msg - 1)
-		         : uv_buf_init((char *)resp_msg, sizeof resp_msg - 1);
-		(void)uv_try_write((uv_stream_t *)tmp, &b, 1);
-	}
-	uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
-}
-
 static conn *conn_new(worker *w, int http)
 {
 	const srv_config *cfg = &w->s->cfg;
@@ -619,26 +666,55 @@ static conn *conn_new(worker *w, int http)
 	return c;
 }
 
+/* At maxclients: accept, answer with the error, and close gracefully. */
+static void refuse(worker *w, conn *c, int http)
+{
+	static const char resp_msg[] = "-ERR max number of clients reached\r\n";
+	static const char body[] = "{\"error\":\"max number of clients reached\"}\n";
+	char head[160];
+	int n;
+
+	atomic_fetch_add(&w->st->connections_rejected, 1);
+	if (http) {
+		n = snprintf(head, sizeof head, "HTTP/1.1 503 Service "
+		             "Unavailable\r\nContent-Type: application/json\r\n"
+		             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+		             sizeof body - 1);
+		rbuf_append(&c->out, head, (size_t)n);
+		rbuf_append(&c->out, body, sizeof body - 1);
+	} else {
+		rbuf_append(&c->out, resp_msg, sizeof resp_msg - 1);
+	}
+	c->cl.close_after = 1;
+	conn_flush(c);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	worker *w = server->data;
 	int http = server == (uv_stream_t *)&w->http_listen;
 	conn *c;
 
+	int full;
+
 	if (status < 0 || w->stopping)
 		return;
-	if (atomic_fetch_add(&w->s->clients, 1) >= w->s->cfg.maxclients) {
+	full = atomic_fetch_add(&w->s->clients, 1) >= w->s->cfg.maxclients;
+	if (full)
 		atomic_fetch_sub(&w->s->clients, 1);
-		atomic_fetch_add(&w->st->connections_rejected, 1);
-		refuse(server, http);
-		return;
-	}
 	c = conn_new(w, http);
 	if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) != 0) {
-		free(c);
-		atomic_fetch_sub(&w->s->clients, 1);
+		if (c != NULL) {
+			resp_parser_free(c->rp);
+			http_conn_free(c->hc);
+			rbuf_free(&c->out);
+			free(c);
+		}
+		if (!full)
+			atomic_fetch_sub(&w->s->clients, 1);
 		return;
 	}
+	c->counted = !full;
 	c->tcp.data = c;
 	c->next = w->conns;
 	if (w->conns)
@@ -652,6 +728,10 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
 	c->last_active_ms = now_ms(w);
+	if (full) {
+		refuse(w, c, http);
+		return;
+	}
 	reading_set(c, 1);
 }
 
@@ -724,6 +804,12 @@ static void on_tick(uv_timer_t *tm)
 
 	if (atomic_load(&w->s->stopping))
 		worker_shutdown(w);
+	for (conn *c = w->conns, *next; c != NULL; c = next) {
+		next = c->next;
+		if (c->lingering && !c->closed &&
+		    now_ms(w) - c->last_active_ms >= LINGER_MS)
+			conn_close(c);
+	}
 	if (idle > 0) {
 		uint64_t now = now_ms(w);
 		conn *c = w->conns;

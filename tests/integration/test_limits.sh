@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# tallyd's flags and limits, each on a real tallyd: --requirepass (RESP
+# AUTH and HTTP Bearer), protected mode, --maxclients, the output buffer
+# limit with a client that never reads, request-size limits,
+# --idle-timeout, --help and --version.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+need_cmd redis-cli curl
+
+CONFIG_C=$IT_DIR/../../src/server/config.c
+
+# open_conn PORT: a bash fd connected to tallyd, in $FD
+open_conn() {
+	exec {FD}<>"/dev/tcp/127.0.0.1/$1"
+}
+# send_line FD TEXT: one inline command
+send_line() {
+	printf '%s\r\n' "$2" >&"$1"
+}
+# read_line FD [TIMEOUT]: one reply line without CR; "<EOF>" when closed,
+# "<TIMEOUT>" when nothing came
+read_line() {
+	local line rc=0
+	IFS= read -r -t "${2:-3}" line <&"$1" || rc=$?
+	if [ $rc -eq 0 ]; then
+		printf '%s' "${line%$'\r'}"
+	elif [ $rc -gt 128 ]; then
+		printf '<TIMEOUT>'
+	else
+		printf '<EOF>'
+	fi
+}
+# is_closed FD [TIMEOUT]: the server closed the connection (reads EOF)
+is_closed() {
+	local junk rc=0
+	while :; do
+		rc=0
+		IFS= read -r -t "${2:-3}" junk <&"$1" || rc=$?
+		[ $rc -eq 0 ] && continue     # drain replies still buffered
+		[ $rc -gt 128 ] && return 1   # timeout: still open
+		return 0                      # EOF or reset
+	done
+}
+
+# -------------------------------------------------------------------------
+section "--help and --version"
+help=$("$TALLYD" --help 2>&1) && rc=0 || rc=$?
+assert_eq "--help exits 0" "0" "$rc"
+assert_contains "--help starts with usage" "$help" "usage: tallyd"
+# every flag of DESIGN.md's contract ...
+for f in --data --bind --resp-port --http-port --threads --durability \
+	--flush-ms --store --cluster --requirepass --maxclients --log-level \
+	--help --version --max-output-bytes --idle-timeout; do
+	assert_contains "--help lists $f" "$help" "$f"
+done
+# ... and every flag the parser knows (read from config.c)
+if [ -f "$CONFIG_C" ]; then
+	parsed=$(grep -oE 'strcmp\(f, "--[a-z-]+"\)' "$CONFIG_C" | grep -oE -- '--[a-z-]+' | sort -u)
+	n=0
+	for f in $parsed; do
+		n=$((n + 1))
+		assert_match "--help lists the parsed flag $f" "(^|[[:space:],])$f([[:space:],=]|\$)" "$help"
+	done
+	assert_int_cmp "config.c parses at least 18 flags" "$n" -ge 18
+fi
+version=$("$TALLYD" --version 2>&1) && rc=0 || rc=$?
+assert_eq "--version exits 0" "0" "$rc"
+assert_match "--version prints 'tallyd X.Y.Z'" '^tallyd [0-9]+\.[0-9]+\.[0-9]+$' "$version"
+out=$("$TALLYD" --no-such-flag 1 2>&1) && rc=0 || rc=$?
+assert_ne "an unknown flag is refused" "0" "$rc"
+assert_contains "an unknown flag is named" "$out" "--no-such-flag"
+out=$("$TALLYD" --data "$TMP/x" --threads 0 2>&1) && rc=0 || rc=$?
+assert_ne "--threads 0 is refused" "0" "$rc"
+out=$("$TALLYD" --data "$TMP/x" --resp-port 0 --http-port 0 2>&1) && rc=0 || rc=$?
+assert_ne "both ports off is refused" "0" "$rc"
+out=$("$TALLYD" --data "$TMP/x" --durability sometimes 2>&1) && rc=0 || rc=$?
+assert_ne "--durability sometimes is refused" "0" "$rc"
+
+section "protected mode"
+out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0.0.0.0 --resp-port "$(pick_port)" \
+	--http-port "$(pick_port)" 2>&1) && rc=0 || rc=$?
+assert_ne "--bind 0.0.0.0 without a password: refuses to start" "0" "$rc"
+assert_ne "... and did not time out (it exits at once)" "124" "$rc"
+assert_contains "the message mentions protected mode" "$out" "protected mode"
+assert_contains "the message mentions --requirepass" "$out" "--requirepass"
+out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0.0.0.0 --requirepass '' 2>&1) && rc=0 || rc=$?
+assert_ne "an empty --requirepass is refused" "0" "$rc"
+assert_ok "nothing was created by refused starts" test ! -e "$TMP/pm"
+
+# -------------------------------------------------------------------------
+section "--requirepass: RESP"
+T_PASS=s3cret-pw
+start_tallyd "$TMP/auth"
+P=$T_RESP
+noauth() { timeout 10 redis-cli --no-raw -p "$P" "$@" 2>&1 || true; }
+assert_eq "PING before AUTH" "(error) NOAUTH Authentication required." "$(noauth ping)"
+assert_eq "INCR before AUTH" "(error) NOAUTH Authentication required." "$(noauth incr guarded)"
+assert_eq "TALLY.ADD before AUTH" "(error) NOAUTH Authentication required." \
+	"$(noauth tally.add a like 1 1)"
+assert_eq "an unknown command before AUTH" \
+	"(error) ERR unknown command 'nosuch', with args beginning with: " "$(noauth nosuch)"
+assert_eq "AUTH with a wrong password" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(noauth auth wrong)"
+assert_eq "AUTH default with a wrong password" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(noauth auth default wrong)"
+assert_eq "AUTH of another user with the right password" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(noauth auth someone "$T_PASS")"
+assert_eq "AUTH with a prefix of the password" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(noauth auth "${T_PASS:0:5}")"
+assert_eq "AUTH with the password and more" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(noauth auth "${T_PASS}x")"
+out=$(printf 'incr guarded\nauth %s\nincr guarded\nget guarded\n' "$T_PASS" |
+	timeout 10 redis-cli --no-raw -p "$P" 2>&1 || true)
+assert_eq "AUTH then commands on one connection" \
+	$'(error) NOAUTH Authentication required.\nOK\n(integer) 1\n"1"' "$out"
+out=$(printf 'auth default %s\nget guarded\n' "$T_PASS" |
+	timeout 10 redis-cli -p "$P" 2>&1 || true)
+assert_eq "AUTH default PASSWORD" $'OK\n1' "$out"
+assert_eq "redis-cli -a" "PONG" "$(timeout 10 redis-cli -p "$P" -a "$T_PASS" --no-auth-warning ping 2>&1)"
+assert_eq "the NOAUTH INCR changed nothing" "1" "$(rcli get guarded)"
+raw=$(raw_resp "$P" 'HELLO 3\r\n')
+assert_match "HELLO 3 before AUTH is refused" '^-NOAUTH HELLO must be called' "$raw"
+raw=$(raw_resp "$P" "HELLO 3 AUTH default $T_PASS\r\nGET nothing\r\nQUIT\r\n")
+assert_match "HELLO 3 AUTH default PASS authenticates" '^%7\\r\\n.*_\\r\\n\+OK\\r\\n<EOF>$' "$raw"
+assert_eq "QUIT is allowed before AUTH" '+OK\r\n<EOF>' "$(raw_resp "$P" 'QUIT\r\n')"
+
+section "--requirepass: HTTP"
+H="http://127.0.0.1:$T_HTTP"
+code=$(curl -s -o "$TMP/b" -w '%{http_code}' --max-time 10 "$H/v1/counters/guarded")
+assert_eq "no Authorization: 401" "401" "$code"
+assert_match "401 has a JSON error" '^\{"error":".+"\}$' "$(cat "$TMP/b")"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H "Authorization: Bearer wrong" "$H/v1/counters/guarded")
+assert_eq "wrong Bearer: 401" "401" "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H "Authorization: Basic $T_PASS" "$H/v1/counters/guarded")
+assert_eq "not Bearer: 401" "401" "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H "Authorization: Bearer ${T_PASS}x" "$H/v1/counters/guarded")
+assert_eq "Bearer with the password and more: 401" "401" "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -X POST -d '{"by":5}' "$H/v1/counters/guarded/incr")
+assert_eq "POST without Authorization: 401" "401" "$code"
+assert_eq "... and it changed nothing" "1" "$(rcli get guarded)"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$H/metrics")
+assert_eq "/metrics without Authorization: 401" "401" "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$H/nope")
+assert_eq "an unknown route without Authorization: 401 (routes are not revealed)" "401" "$code"
+body=$(curl -s --max-time 10 -H "Authorization: Bearer $T_PASS" "$H/v1/counters/guarded")
+assert_eq "right Bearer: 200 with the value" '{"name":"guarded","value":1}' "$body"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$H/healthz")
+assert_eq "/healthz is open" "200" "$code"
+stop_and_check
+T_PASS=""
+
+# -------------------------------------------------------------------------
+section "--maxclients 5"
+start_tallyd "$TMP/mc" --maxclients 5
+P=$T_RESP
+# the start-up probes' connections are gone once INFO counts only itself
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')" == 1 ] && break
+	sleep 0.1
+done
+fds=()
+for i in 1 2 3 4 5; do
+	open_conn "$P"
+	fds+=("$FD")
+	send_line "$FD" PING
+	assert_eq "client $i is served" "+PONG" "$(read_line "$FD")"
+done
+open_conn "$P"
+sixth=$FD
+assert_eq "the 6th client is refused with Redis's text" "-ERR max number of clients reached" \
+	"$(read_line "$sixth")"
+if is_closed "$sixth" 3; then pass "the 6th client is disconnected"; else fail "the 6th client is disconnected"; fi
+exec {sixth}>&-
+crc=0
+code=$(curl -s -o "$TMP/b" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$T_HTTP/healthz") || crc=$?
+assert_eq "an HTTP client past maxclients gets 503" "503" "$code"
+assert_contains "... with a JSON error" "$(cat "$TMP/b")" '"error":"max number of clients reached"'
+# a well-formed response: curl reads it whole (exit 18: Content-Length
+# larger than the body; 56: connection reset before the response was read)
+assert_eq "... which curl reads cleanly (curl exit 0)" "0" "$crc"
+send_line "${fds[0]}" "INCR stillhere"
+assert_eq "the 5 connected clients are still served" ":1" "$(read_line "${fds[0]}")"
+fd=${fds[4]}
+exec {fd}>&-
+got=""
+for ((i = 0; i < 50; i++)); do
+	got=$(timeout 5 redis-cli -p "$P" ping 2>&1 || true)
+	[ "$got" == PONG ] && break
+	sleep 0.1
+done
+assert_eq "after one client leaves, a new one is served" "PONG" "$got"
+for fd in "${fds[@]:0:4}"; do exec {fd}>&-; done
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')" == 1 ] && break
+	sleep 0.1
+done
+rejected=$(metric tally_connections_rejected)
+assert_int_cmp "tally_connections_rejected counts refusals" "${rejected:-0}" -ge 2
+stop_and_check
+
+# -------------------------------------------------------------------------
+section "output limit: a client that never reads is disconnected"
+start_tallyd "$TMP/out" --max-output-bytes 1048576 --max-bulk-bytes 1024 \
+	--max-args 64 --max-request-bytes 8192 --max-pipeline 4
+P=$T_RESP
+# 1000 members on one object: each RECENT LIMIT 1000 reply is ~50 KB.
+seq 1 1000 | sed 's/.*/tally.add big like 1 &/' |
+	timeout 60 redis-cli -p "$P" >/dev/null 2>&1 || true
+assert_eq "setup: 1000 members" "1000" "$(rcli tally.count big like 1)"
+rcli set bigval -9223372036854775808 >/dev/null
+reply_size=$(rcli tally.recent big like 1 LIMIT 1000 | wc -c)
+assert_int_cmp "one RECENT reply is over 20 KB (as redis-cli prints it)" "$reply_size" -gt 20000
+# 20000 requests (about 700 KB) would owe about 1 GB of replies.
+req=$TMP/flood.req
+for ((i = 0; i < 200; i++)); do
+	printf 'TALLY.RECENT big like 1 LIMIT 1000\r\n%.0s' {1..90}
+	printf 'MGET %s\r\n' "$(printf 'bigval %.0s' {1..60})"
+	printf 'MGET %s\r\n' "$(printf 'bigval %.0s' {1..60})"
+done >"$req"
+say "flood request: $(wc -c <"$req") bytes"
+rss0=$(proc_kib "$T_PID" VmRSS)
+closes0=$(metric tally_output_limit_closes_total)
+exec {flood}<>"/dev/tcp/127.0.0.1/$P"
+# write everything (or until the server resets us), never read
+timeout 30 cat "$req" >&"$flood" 2>/dev/null || true
+served=$(timeout 10 redis-cli -p "$P" ping 2>&1 || true)
+assert_eq "another client is served during the flood" "PONG" "$served"
+closes1=$closes0
+for ((i = 0; i < 100; i++)); do
+	closes1=$(metric tally_output_limit_closes_total)
+	[ "${closes1:-0}" -gt "${closes0:-0}" ] && break
+	sleep 0.1
+done
+assert_int_cmp "the flooding client was closed at the output limit" \
+	"${closes1:-0}" -gt "${closes0:-0}"
+hwm=$(proc_kib "$T_PID" VmHWM)
+rss1=$(proc_kib "$T_PID" VmRSS)
+say "tallyd RSS before ${rss0} KiB, after ${rss1} KiB, peak ${hwm} KiB"
+assert_int_cmp "peak RSS grew by less than 200 MiB" "$((hwm - rss0))" -lt 204800
+exec {flood}>&-
+clients=""
+for ((i = 0; i < 50; i++)); do
+	clients=$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')
+	[ "$clients" == 1 ] && break
+	sleep 0.1
+done
+assert_eq "the flooding client is gone (only ours is connected)" "1" "$clients"
+assert_eq "data intact after the flood" "(integer) 1000" "$(rcn tally.count big like 1)"
+
+section "--max-pipeline 4: a deep pipeline of writes is paced, not refused"
+req=""
+for ((i = 0; i < 2000; i++)); do req+='*2\r\n$4\r\nINCR\r\n$2\r\npp\r\n'; done
+raw=$(raw_resp "$P" "${req}*2\r\n\$3\r\nGET\r\n\$2\r\npp\r\n*1\r\n\$4\r\nQUIT\r\n" 20)
+expect=""
+for ((i = 1; i <= 2000; i++)); do expect+=":$i\\r\\n"; done
+expect+='$4\r\n2000\r\n+OK\r\n<EOF>'
+assert_eq "2000 pipelined INCRs answered 1..2000 in order, then GET and QUIT" \
+	"$(printf '%s' "$expect" | md5sum)" "$(printf '%s' "$raw" | md5sum)"
+assert_eq "the counter after the pipeline" "2000" "$(rcli get pp)"
+
+section "request size limits"
+# Each request ends where tallyd detects the error: bytes after it would
+# be unread at the close, and the kernel's reset could eat the reply.
+# --max-bulk-bytes 1024
+raw=$(raw_resp "$P" "*2\r\n\$4\r\nECHO\r\n\$1500\r\n")
+assert_eq "an argument over --max-bulk-bytes: error and close" \
+	'-ERR Protocol error: invalid bulk length\r\n<EOF>' "$raw"
+short=$(head -c 1000 /dev/zero | tr '\0' x)
+raw=$(raw_resp "$P" "*2\r\n\$4\r\nECHO\r\n\$1000\r\n$short\r\n*1\r\n\$4\r\nQUIT\r\n")
+assert_eq "an argument under the limit is fine" "\$1000\\r\\n$short\\r\\n+OK\\r\\n<EOF>" "$raw"
+# --max-args 64
+raw=$(raw_resp "$P" "*65\r\n")
+assert_eq "a command over --max-args: error and close" \
+	'-ERR Protocol error: invalid multibulk length\r\n<EOF>' "$raw"
+args=$(printf 'k%d ' $(seq 1 70))
+raw=$(raw_resp "$P" "MGET $args\r\n")
+assert_match "an inline command over --max-args: error and close" \
+	'^-ERR Protocol error: too many arguments\\r\\n<EOF>$' "$raw"
+# --max-request-bytes 8192: 20 arguments of 500 bytes; the 17th would
+# pass the limit (15 + 17 * 508 > 8192), refused at its length line.
+big=""
+arg=$(head -c 500 /dev/zero | tr '\0' y)
+for ((i = 0; i < 16; i++)); do big+="\$500\r\n$arg\r\n"; done
+raw=$(raw_resp "$P" "*21\r\n\$4\r\nMGET\r\n$big\$500\r\n")
+assert_eq "a command over --max-request-bytes: error and close" \
+	'-ERR Protocol error: too big request\r\n<EOF>' "$raw"
+assert_alive
+stop_and_check
+
+# -------------------------------------------------------------------------
+section "--idle-timeout 1"
+start_tallyd "$TMP/idle" --idle-timeout 1
+P=$T_RESP
+open_conn "$P"
+idle=$FD
+send_line "$idle" PING
+assert_eq "the idle client is served first" "+PONG" "$(read_line "$idle")"
+open_conn "$P"
+busy=$FD
+t0=$SECONDS
+closed_ok=0
+for ((i = 0; i < 10; i++)); do
+	send_line "$busy" PING
+	r=$(read_line "$busy")
+	[ "$r" == "+PONG" ] || break
+	sleep 0.4
+done
+assert_eq "a client active every 0.4 s stays connected for 4 s" "10" "$i"
+if is_closed "$idle" 5; then closed_ok=1; fi
+assert_eq "the idle client was closed" "1" "$closed_ok"
+idle_closes=$(metric tally_idle_closes_total)
+assert_int_cmp "tally_idle_closes_total counts it" "${idle_closes:-0}" -ge 1
+exec {idle}>&- {busy}>&-
+assert_eq "new clients are served" "PONG" "$(rcli ping)"
+stop_and_check
+
+finish

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Durability of a real tallyd on one data folder:
+#  1. a clean restart (SIGTERM, exit 0) keeps everything, byte for byte as
+#     clients see it, idempotency tokens included; so does SIGINT, and so
+#     does SIGTERM in async mode (shutdown flushes);
+#  2. kill -9 under pipelined load (ack_load: several connections, INCRBY,
+#     likes with new members, views with DELTA), at a random moment after
+#     some acks, then restart on the same folder: every acknowledged write
+#     is there, nothing is counted twice, counts equal memberships.
+#     TALLY_KILL_ROUNDS rounds (default 5), then one SIGTERM under load.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+need_cmd redis-cli curl
+
+LOAD=$BUILD_DIR/ack_load
+[ -x "$LOAD" ] || { fail "ack_load is built ($LOAD)"; finish; }
+ROUNDS=${TALLY_KILL_ROUNDS:-5}
+DATA=$TMP/data
+
+# Everything a client can read about the data written in part 1.
+dump_state() {
+	echo "--- counters"
+	rcli mget p:a p:b p:c p:gone p:neg p:max
+	echo "--- dbsize"
+	rcli dbsize
+	echo "--- types"
+	rcli tally.types
+	local o m
+	for o in 1 2 3; do
+		echo "--- counts article $o"
+		rcli tally.counts article "$o"
+		echo "--- recent article $o like"
+		rcli tally.recent article like "$o" LIMIT 1000
+		echo "--- recent article $o clap"
+		rcli tally.recent article clap "$o"
+		echo "--- count at"
+		rcli tally.count article like "$o" AT 1700000050000
+	done
+	for m in 1 2 3 4 5 6; do
+		echo "--- has/history $m"
+		rcli tally.has article like 1 "$m"
+		rcli tally.history "$m" like
+	done
+	echo "--- http"
+	timeout 10 curl -s "http://127.0.0.1:$T_HTTP/v1/objects/article/1"
+	echo
+	timeout 10 curl -s "http://127.0.0.1:$T_HTTP/v1/counters/p:a"
+	echo
+}
+
+section "1. clean restart keeps everything"
+start_tallyd "$DATA"
+say "tallyd pid $T_PID, RESP $T_RESP, HTTP $T_HTTP"
+{
+	echo "incrby p:a 41"
+	echo "incr p:a"
+	echo "set p:b 1000"
+	echo "decrby p:b 1"
+	echo "incr p:gone"
+	echo "del p:gone"
+	echo "incrby p:neg -17"
+	echo "set p:max 9223372036854775807"
+	echo "tally.type add clap total"
+	echo "tally.add article like 1 1 AT 1700000000000"
+	echo "tally.add article like 1 2 AT 1700000100000"
+	echo "tally.add article like 1 3"
+	echo "tally.remove article like 1 2"
+	echo "tally.add article like 2 1"
+	echo "tally.add article like 2 4 ID tok-persist"
+	echo "tally.add article view 1 0 DELTA 5"
+	echo "tally.add article view 1 6 DELTA 2"
+	echo "tally.remove article view 1 6"
+	echo "tally.add article clap 3 5 DELTA 7"
+	echo "tally.add video like 9 1"
+} | timeout 30 redis-cli -p "$T_RESP" >"$TMP/writes.out" 2>&1 || true
+assert_not_contains "setup writes succeed" "$(cat "$TMP/writes.out")" "ERR"
+before=$(dump_state)
+stop_tallyd TERM
+assert_eq "SIGTERM: tallyd exits 0" "0" "$T_EXIT"
+assert_log_clean
+start_tallyd "$DATA"
+after=$(dump_state)
+assert_eq "after SIGTERM and restart every value reads the same" "$before" "$after"
+assert_eq "a named counter" "42" "$(rcli get p:a)"
+assert_eq "a deleted counter stays deleted" "" "$(rcli get p:gone)"
+assert_eq "a custom type survives" "(integer) 7" "$(rcn tally.count article clap 3)"
+assert_eq "an idempotency token survives a restart" "(integer) 2" \
+	"$(rcn tally.add article like 2 5 ID tok-persist)"
+assert_eq "... and its retry changed nothing" "(nil)" "$(rcn tally.has article like 2 5)"
+old_seq=$(rcli tally.recent article like 1 LIMIT 1 | sed -n 4p)
+rcli tally.add article like 1 7 >/dev/null
+new_seq=$(rcli tally.recent article like 1 LIMIT 1 | sed -n 4p)
+assert_int_cmp "event seqs keep growing after a restart" "$new_seq" -gt "$old_seq"
+rcli tally.remove article like 1 7 >/dev/null
+before=$(dump_state)
+
+stop_tallyd INT
+assert_eq "SIGINT: tallyd exits 0" "0" "$T_EXIT"
+start_tallyd "$DATA" --durability async --flush-ms 60000
+assert_eq "after SIGINT and restart every value reads the same" "$before" "$(dump_state)"
+# async mode acknowledges before fsync; a clean stop must still flush.
+seq 1 500 | sed 's/.*/incr p:async/' | timeout 30 redis-cli -p "$T_RESP" >/dev/null 2>&1 || true
+rcli tally.add article like 3 99 >/dev/null
+assert_eq "async writes are visible" "500" "$(rcli get p:async)"
+stop_tallyd TERM
+assert_eq "async mode: SIGTERM exits 0" "0" "$T_EXIT"
+start_tallyd "$DATA"
+assert_eq "async mode: SIGTERM flushed every acknowledged write" "500" "$(rcli get p:async)"
+assert_match "async mode: SIGTERM flushed the like" '^[0-9]+$' "$(rcli tally.has article like 3 99)"
+
+section "2. kill -9 under pipelined load, $ROUNDS rounds"
+ACK=$TMP/ack
+mkdir -p "$ACK"
+
+# One round of load against the running tallyd; stops it with SIG when
+# some writes were acknowledged, plus a random delay; then restarts on the
+# same folder and verifies.
+load_round() { # ROUND SIG
+	local round=$1 sig=$2 pid lines deadline delay i
+	"$LOAD" load "$T_RESP" "$round" 30 4 "$ACK" >"$ACK/load.$round.out" 2>&1 &
+	pid=$!
+	BG_PIDS+=("$pid")
+	deadline=$((SECONDS + 20))
+	lines=0
+	while [ $SECONDS -lt $deadline ]; do
+		lines=$(wc -l 2>/dev/null <"$ACK/ack.$round" || echo 0)
+		[ "$lines" -ge 500 ] && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	delay=$((RANDOM % 1000))
+	sleep "$(printf '0.%03d' "$delay")"
+	lines=$(wc -l 2>/dev/null <"$ACK/ack.$round" || echo 0)
+	say "round $round: SIG$sig after ~${lines} acks (+${delay} ms)"
+	stop_tallyd "$sig"
+	if [ "$sig" == KILL ]; then
+		assert_eq "round $round: tallyd was killed by SIGKILL" "137" "$T_EXIT"
+	else
+		assert_eq "round $round: SIGTERM under load exits 0" "0" "$T_EXIT"
+		assert_log_clean
+	fi
+	# the load generator notices the closed connections and stops
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		fail "round $round: load generator stops within 30 s of the server going away"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	local lrc=0
+	wait "$pid" || lrc=$?
+	assert_eq "round $round: load generator stopped by itself, exit 0" "0" "$lrc"
+	cat "$ACK/load.$round.out"
+	assert_int_cmp "round $round: some writes were acknowledged" \
+		"$(wc -l <"$ACK/ack.$round")" -ge 500
+	start_tallyd "$DATA"
+	local vrc=0
+	timeout 300 "$LOAD" verify "$T_RESP" "$round" "$ACK" >"$ACK/verify.$round.out" 2>&1 || vrc=$?
+	while IFS= read -r line; do
+		case "$line" in
+		"ok   "*) pass "${line#ok   }" ;;
+		"FAIL "*) fail "${line#FAIL }" ;;
+		*) say "$line" ;;
+		esac
+	done <"$ACK/verify.$round.out"
+	assert_eq "round $round: verify exits 0" "0" "$vrc"
+}
+
+# (the tallyd of part 1 is running on $DATA)
+for ((r = 1; r <= ROUNDS; r++)); do
+	load_round "$r" KILL
+done
+load_round $((ROUNDS + 1)) TERM
+
+section "3. the data of part 1 is still there"
+assert_eq "named counter after all rounds" "42" "$(rcli get p:a)"
+assert_eq "like count after all rounds" "(integer) 2" "$(rcn tally.count article like 1)"
+assert_alive
+stop_and_check
+finish
