@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/parse.h"
 #include "server/server.h"
 
 enum cmd_flags {
@@ -32,52 +33,17 @@ typedef struct cmd_def {
 
 /* ---- argument parsing ---------------------------------------------------- */
 
-/* Redis's string2ll: an optional '-', no leading zeros, no spaces. */
-static int parse_i64(const char *s, size_t len, int64_t *out)
+/* Longest id argument. Longer than a u64's 20 digits because leading
+ * zeros are allowed (tools such as redis-benchmark pad their random ids);
+ * still bounded, so a huge argument is refused without a long scan. */
+#define CMD_ID_LEN_MAX 64
+_Static_assert(CMD_ID_LEN_MAX >= PARSE_U64_DIGITS, "every u64 fits unpadded");
+
+/* An id, or LIMIT's and BEFORE's value: decimal digits only, leading zeros
+ * allowed. Signed arguments use parse_i64_strict: Redis's rules. */
+static int parse_u64_arg(const char *s, size_t len, uint64_t *out)
 {
-	uint64_t v = 0, lim;
-	size_t i = 0;
-	int neg = 0;
-
-	if (len == 0 || len > 20)
-		return -1;
-	if (s[0] == '-') {
-		neg = 1;
-		i = 1;
-		if (len == 1 || s[1] == '0') /* "-0" is not Redis's either */
-			return -1;
-	}
-	if (s[i] == '0' && len > i + 1)
-		return -1;
-	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-	for (; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		if (v > (lim - (uint64_t)(s[i] - '0')) / 10)
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
-	return 0;
-}
-
-/* An id: decimal digits only. Leading zeros are allowed (tools such as
- * redis-benchmark pad their random ids), length is bounded. */
-static int parse_u64(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 64)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return -1;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	*out = v;
-	return 0;
+	return parse_u64_digits(s, len, CMD_ID_LEN_MAX, out);
 }
 
 static int arg_is(const char *arg, size_t len, const char *word)
@@ -251,9 +217,9 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	int64_t ver = c->cl->proto;
 	size_t i = 2;
 
-	if (argc >= 2 && (parse_i64(argv[1], lens[1], &ver) || ver < 2 ||
+	if (argc >= 2 && (parse_i64_strict(argv[1], lens[1], &ver) || ver < 2 ||
 	                  ver > 3)) {
-		if (parse_i64(argv[1], lens[1], &ver))
+		if (parse_i64_strict(argv[1], lens[1], &ver))
 			reply_error(c->out, "ERR Protocol version is not an "
 			            "integer or out of range");
 		else
@@ -300,7 +266,7 @@ static void cmd_select(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	int64_t db;
 
 	(void)argc;
-	if (parse_i64(argv[1], lens[1], &db))
+	if (parse_i64_strict(argv[1], lens[1], &db))
 		reply_error(c->out, "ERR value is not an integer or out of range");
 	else if (db != 0)
 		reply_error(c->out, "ERR DB index is out of range");
@@ -452,7 +418,7 @@ static void cmd_incrby(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	int64_t by;
 
 	(void)argc;
-	if (parse_i64(argv[2], lens[2], &by)) {
+	if (parse_i64_strict(argv[2], lens[2], &by)) {
 		reply_not_int(c->out);
 		return;
 	}
@@ -464,7 +430,7 @@ static void cmd_decrby(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	int64_t by;
 
 	(void)argc;
-	if (parse_i64(argv[2], lens[2], &by)) {
+	if (parse_i64_strict(argv[2], lens[2], &by)) {
 		reply_not_int(c->out);
 		return;
 	}
@@ -540,7 +506,7 @@ static void cmd_set(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		            "(no expiry or conditions)");
 		return;
 	}
-	if (parse_i64(argv[2], lens[2], &w.value)) {
+	if (parse_i64_strict(argv[2], lens[2], &w.value)) {
 		reply_not_int(c->out);
 		return;
 	}
@@ -586,7 +552,7 @@ static void cmd_del(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 static int parse_id_arg(cmd_ctx *c, const char *what, const char *s,
                         size_t len, uint64_t *out)
 {
-	if (parse_u64(s, len, out) == 0)
+	if (parse_u64_arg(s, len, out) == 0)
 		return 1;
 	reply_errorf(c->out, "ERR %s is not an unsigned 64-bit integer", what);
 	return 0;
@@ -624,15 +590,15 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 			return;
 		}
 		if (arg_is(argv[i], lens[i], "delta")) {
-			if (parse_i64(argv[i + 1], lens[i + 1], &ev->delta) ||
-			    ev->delta <= 0) {
+			if (parse_i64_strict(argv[i + 1], lens[i + 1],
+			                     &ev->delta) != 0 || ev->delta <= 0) {
 				reply_error(c->out, "ERR DELTA must be a "
 				            "positive integer");
 				return;
 			}
 		} else if (arg_is(argv[i], lens[i], "at")) {
-			if (parse_i64(argv[i + 1], lens[i + 1], &ev->at_ms) ||
-			    ev->at_ms <= 0) {
+			if (parse_i64_strict(argv[i + 1], lens[i + 1],
+			                     &ev->at_ms) != 0 || ev->at_ms <= 0) {
 				reply_error(c->out, "ERR AT must be a positive "
 				            "time in ms since the epoch");
 				return;
@@ -680,7 +646,7 @@ static void cmd_tcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	if (!parse_id_arg(c, "content", argv[3], lens[3], &content))
 		return;
 	if (argc == 6 && arg_is(argv[4], lens[4], "at")) {
-		if (parse_i64(argv[5], lens[5], &at) || at <= 0) {
+		if (parse_i64_strict(argv[5], lens[5], &at) || at <= 0) {
 			reply_error(c->out, "ERR AT must be a positive time in "
 			            "ms since the epoch");
 			return;
@@ -757,7 +723,8 @@ static int page_args(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 	for (size_t i = from; i < argc; i += 2) {
 		uint64_t v;
 
-		if (i + 1 >= argc || parse_u64(argv[i + 1], lens[i + 1], &v)) {
+		if (i + 1 >= argc ||
+		    parse_u64_arg(argv[i + 1], lens[i + 1], &v) != 0) {
 			reply_syntax(c->out);
 			return 0;
 		}

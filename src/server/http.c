@@ -9,6 +9,7 @@
 
 #include <http_parser.h>
 
+#include "core/parse.h"
 #include "server/http.h"
 
 enum {
@@ -249,17 +250,6 @@ static void conn_reset_message(http_conn *c)
 	http_parser_pause(&c->parser, 0);
 }
 
-static int hex_val(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decode the URL's path into c->path, keep its query raw. A NUL
  * would cut the NUL-terminated path short (and no name may hold one). */
 static int conn_split_url(http_conn *c)
@@ -280,13 +270,13 @@ static int conn_split_url(http_conn *c)
 	for (size_t i = 0; i < path_len; i++) {
 		char ch = path[i];
 		if (ch == '%') {
-			int hi = i + 2 < path_len ? hex_val(path[i + 1]) : -1;
-			int lo = hi >= 0 ? hex_val(path[i + 2]) : -1;
-			if (lo < 0)
+			int byte = parse_hex_byte(path + i + 1,
+			                          path_len - i - 1);
+			if (byte < 0)
 				return conn_fail(c, 400, "invalid percent-escape in path");
-			if (hi == 0 && lo == 0)
+			if (byte == 0)
 				return conn_fail(c, 400, "%00 in path");
-			ch = (char)(hi * 16 + lo);
+			ch = (char)byte;
 			i += 2;
 		}
 		/* The decoded path is never longer than the URL: no cap hit. */

@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 
+#include "core/parse.h"
 #include "server/http.h"
 
 enum {
@@ -169,22 +170,12 @@ static void reply_engine(http_response *rs, int err, const char *ktype)
 
 /* ---- values ------------------------------------------------------------- */
 
-/* Strict u64: 1..20 digits, no sign or space, no overflow. */
+/* An id or a query number: 1..20 digits, leading zeros allowed, no sign
+ * or space, no overflow. Unlike RESP's ids (up to 64 bytes, for padded
+ * ids from redis-benchmark), HTTP keeps the width of an unpadded u64. */
 static int parse_u64(const char *p, size_t len, uint64_t *out)
 {
-	uint64_t v = 0;
-	if (len == 0 || len > 20)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return -1;
-		unsigned d = (unsigned)(p[i] - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
+	return parse_u64_digits(p, len, PARSE_U64_DIGITS, out);
 }
 
 static json_t *json_u64(uint64_t v)
@@ -280,17 +271,6 @@ static int cap_name(api_ctx *x, size_t i, const char *what,
 	return 0;
 }
 
-static int hexv(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Decode a query value ("+" is a space there) into val[API_QVAL_MAX]. */
 static int query_decode(const char *p, size_t len, char *val)
 {
@@ -298,11 +278,9 @@ static int query_decode(const char *p, size_t len, char *val)
 	for (size_t i = 0; i < len; i++) {
 		int ch = p[i] == '+' ? ' ' : p[i];
 		if (p[i] == '%') {
-			int hi = i + 2 < len ? hexv(p[i + 1]) : -1;
-			int lo = hi >= 0 ? hexv(p[i + 2]) : -1;
-			if (lo < 0 || (hi | lo) == 0)
+			ch = parse_hex_byte(p + i + 1, len - i - 1);
+			if (ch <= 0) /* malformed, or %00 */
 				return -1;
-			ch = hi * 16 + lo;
 			i += 2;
 		}
 		if (n + 1 >= API_QVAL_MAX)

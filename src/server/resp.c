@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parse.h"
+
 /* Under ASan the buffer's unused tail [len, cap) is poisoned from commit()
  * to space(), so a parser read past the bytes received is reported even
  * though it stays inside the allocation. */
@@ -66,8 +68,6 @@
 /* Any limit is clamped to this, so that a length plus its framing can
  * never overflow a size_t. */
 #define RESP_LIMIT_CAP (SIZE_MAX / 4)
-/* Redis's string2ll refuses strings of LONG_STR_SIZE (21) bytes or more. */
-#define RESP_NUM_LEN_MAX 20
 
 _Static_assert(RESP_BUF_INIT <= RESP_BUF_KEEP, "shrink target too small");
 _Static_assert(RESP_INLINE_MAX_DEFAULT <= RESP_REQUEST_MAX_DEFAULT,
@@ -122,39 +122,6 @@ static int too_big(const resp_parser *p, size_t from, size_t more)
 	size_t used = from - p->start;
 	assert(from >= p->start);
 	return used > p->lim.request_max || more > p->lim.request_max - used;
-}
-
-/* Redis's string2ll: optional '-', then "0" or a digit 1-9 and digits, at
- * most 20 bytes, within int64. No '+', spaces or leading zeros. */
-static int parse_ll(const char *s, size_t n, int64_t *out)
-{
-	size_t i = 0;
-	int neg = 0;
-	uint64_t v = 0;
-	if (n == 0 || n > RESP_NUM_LEN_MAX) return 0;
-	if (n == 1 && s[0] == '0') {
-		*out = 0;
-		return 1;
-	}
-	if (s[0] == '-') {
-		neg = 1;
-		i = 1;
-	}
-	if (i == n || s[i] < '1' || s[i] > '9') return 0;
-	for (; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9') return 0;
-		unsigned d = (unsigned)(s[i] - '0');
-		if (v > (UINT64_MAX - d) / 10) return 0;
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (uint64_t)INT64_MAX + 1) return 0;
-		*out = v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
-	} else {
-		if (v > (uint64_t)INT64_MAX) return 0;
-		*out = (int64_t)v;
-	}
-	return 1;
 }
 
 /* Make room for n arguments, never more than args_max. RESP_NOMEM leaves
@@ -239,7 +206,7 @@ static int parse_count(resp_parser *p)
 	int rc = mbulk_line(p, "Protocol error: too big mbulk count string",
 	                    err_mbulk_len, &eol);
 	if (rc != RESP_OK) return rc;
-	if (!parse_ll(p->buf + p->cur + 1, eol - p->cur - 1, &n) ||
+	if (parse_i64_strict(p->buf + p->cur + 1, eol - p->cur - 1, &n) != 0 ||
 	    (n > 0 && (uint64_t)n > p->lim.args_max)) {
 		return fail(p, err_mbulk_len);
 	}
@@ -273,7 +240,8 @@ static int parse_bulk_len(resp_parser *p)
 		         c);
 		return fail(p, msg);
 	}
-	if (!parse_ll(p->buf + p->cur + 1, eol - p->cur - 1, &n) || n < 0 ||
+	if (parse_i64_strict(p->buf + p->cur + 1, eol - p->cur - 1, &n) != 0 ||
+	    n < 0 ||
 	    (uint64_t)n > p->lim.bulk_max) {
 		return fail(p, err_bulk_len);
 	}
@@ -351,14 +319,6 @@ static int ends_token(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-static int hex_val(char c)
-{
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
 /* One character inside double quotes at s[*r]: an escape or itself. */
 static char dquote_char(const char *s, size_t n, size_t *r)
 {
@@ -367,10 +327,10 @@ static char dquote_char(const char *s, size_t n, size_t *r)
 		*r = i + 1;
 		return s[i];
 	}
-	if (s[i + 1] == 'x' && i + 3 < n && hex_val(s[i + 2]) >= 0 &&
-	    hex_val(s[i + 3]) >= 0) {
+	int byte = s[i + 1] == 'x' ? parse_hex_byte(s + i + 2, n - i - 2) : -1;
+	if (byte >= 0) {
 		*r = i + 4;
-		return (char)(hex_val(s[i + 2]) * 16 + hex_val(s[i + 3]));
+		return (char)byte;
 	}
 	*r = i + 2;
 	switch (s[i + 1]) {
