@@ -7,44 +7,26 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/parse.h"
 #include "out.h"
 
+/* The CLI's numbers (argv words, types files, reply strings) go through
+ * core/parse.h's lenient parsers, on purpose not parse_i64_strict: what
+ * is sent on is re-printed in canonical form first, so "007" and "-0" may
+ * be taken here although the server's Redis rules refuse them. The scan
+ * is bounded by the NUL-terminated string, as it always was. */
 int cli_parse_u64(const char *s, uint64_t *out)
 {
-	uint64_t v = 0;
-
-	if (s == NULL || *s == '\0')
+	if (s == NULL)
 		return -1;
-	for (const char *p = s; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		unsigned d = (unsigned)(*p - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
+	return parse_u64_digits(s, strlen(s), PARSE_LEN_ANY, out);
 }
 
 int cli_parse_i64(const char *s, int64_t *out)
 {
-	uint64_t mag;
-	int neg = s != NULL && s[0] == '-';
-
-	if (s == NULL || cli_parse_u64(s + neg, &mag) != 0)
+	if (s == NULL)
 		return -1;
-	if (!neg) {
-		if (mag > (uint64_t)INT64_MAX)
-			return -1;
-		*out = (int64_t)mag;
-		return 0;
-	}
-	/* -2^63 is the one magnitude that fits negated but not positive. */
-	if (mag > (uint64_t)INT64_MAX + 1)
-		return -1;
-	*out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
-	return 0;
+	return parse_i64_digits(s, strlen(s), PARSE_LEN_ANY, out);
 }
 
 int cli_arg_u64(const char *what, const char *s, uint64_t min, uint64_t max,

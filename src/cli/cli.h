@@ -84,7 +84,8 @@ int cli_args_parse(const cli_cmd *c, int argc, char **argv, cli_args *a,
 const char *cli_opt(const cli_args *a, const char *name);
 
 /* Strict parsers: the whole string, decimal digits only (and a leading
- * '-' for int64), no spaces, no '+', no overflow. 0 or -1. */
+ * '-' for int64), no spaces, no '+', no overflow; leading zeros and "-0"
+ * are taken (core/parse.h's parse_*_digits). 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 int cli_parse_i64(const char *s, int64_t *out);
 /* Parse `s` as an integer in [min, max] for the argument called `what`;
