@@ -250,6 +250,20 @@ static void conn_reset_message(http_conn *c)
 	http_parser_pause(&c->parser, 0);
 }
 
+/* One part of the parsed URL (path, query) in c->url; "" when absent. */
+static const char *url_field(const http_conn *c,
+                             const struct http_parser_url *u,
+                             enum http_parser_url_fields f, size_t *len)
+{
+	*len = 0;
+	if (!(u->field_set & (1u << f)))
+		return "";
+	assert((size_t)u->field_data[f].off + u->field_data[f].len <=
+	       c->url.len);
+	*len = u->field_data[f].len;
+	return c->url.p + u->field_data[f].off;
+}
+
 /* Percent-decode the URL's path into c->path, keep its query raw. A NUL
  * would cut the NUL-terminated path short (and no name may hold one). */
 static int conn_split_url(http_conn *c)
@@ -259,12 +273,9 @@ static int conn_split_url(http_conn *c)
 	if (c->url.len == 0 ||
 	    http_parser_parse_url(c->url.p, c->url.len, 0, &u) != 0)
 		return conn_fail(c, 400, "malformed request target");
-	const char *path = "";
-	size_t path_len = 0;
-	if (u.field_set & (1u << UF_PATH)) {
-		path = c->url.p + u.field_data[UF_PATH].off;
-		path_len = u.field_data[UF_PATH].len;
-	}
+	size_t path_len, q_len;
+	const char *path = url_field(c, &u, UF_PATH, &path_len);
+	const char *q = url_field(c, &u, UF_QUERY, &q_len);
 	if (buf_append(&c->path, "", 0, c->lim.header_max) != 0)
 		return conn_fail(c, 503, "out of memory");
 	for (size_t i = 0; i < path_len; i++) {
@@ -282,12 +293,6 @@ static int conn_split_url(http_conn *c)
 		/* The decoded path is never longer than the URL: no cap hit. */
 		if (buf_append(&c->path, &ch, 1, c->lim.header_max) != 0)
 			return conn_fail(c, 503, "out of memory");
-	}
-	const char *q = "";
-	size_t q_len = 0;
-	if (u.field_set & (1u << UF_QUERY)) {
-		q = c->url.p + u.field_data[UF_QUERY].off;
-		q_len = u.field_data[UF_QUERY].len;
 	}
 	if (buf_append(&c->query, q, q_len, c->lim.header_max) != 0)
 		return conn_fail(c, 503, "out of memory");

@@ -217,6 +217,20 @@ static json_t *jset(json_t *o, const char *key, json_t *v)
 	return o;
 }
 
+/* Append v to the array a; on failure the array is dropped, as in jset. */
+static json_t *jpush(json_t *a, json_t *v)
+{
+	if (a == NULL) {
+		json_decref(v);
+		return NULL;
+	}
+	if (json_array_append_new(a, v) != 0) { /* it dropped v */
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* A counter name as given when it is UTF-8; otherwise percent-encoded
  * (every byte outside printable ASCII, and '%'), flagged by
  * "name_encoding":"percent", since JSON text cannot carry raw bytes. */
@@ -723,7 +737,7 @@ static void events_batch(api_ctx *x, const tally_write *ws, size_t n)
 		return;
 	}
 	batch_run(x->api->t, ws, slots, n);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && counts; i++) {
 		char msg[API_MSG_MAX];
 		json_t *v;
 		if (slots[i].err == TALLY_OK) {
@@ -733,11 +747,7 @@ static void events_batch(api_ctx *x, const tally_write *ws, size_t n)
 			api_errmsg(slots[i].err, ws[i].event.ktype, msg);
 			v = jset(json_object(), "error", json_string(msg));
 		}
-		if (json_array_append_new(counts, v) != 0) {
-			json_decref(counts);
-			counts = NULL;
-			break;
-		}
+		counts = jpush(counts, v);
 	}
 	free(slots);
 	json_t *o = counts ? jset(json_object(), "counts", counts) : NULL;
@@ -886,10 +896,7 @@ static void h_object_recent(api_ctx *x)
 	for (size_t i = 0; i < n && entries; i++) {
 		json_t *o = jset(json_object(), "member", json_u64(e[i].member));
 		o = jset_entry(o, e[i].at_ms, e[i].delta, e[i].seq);
-		if (o == NULL || json_array_append_new(entries, o) != 0) {
-			json_decref(entries);
-			entries = NULL;
-		}
+		entries = jpush(entries, o);
 	}
 	uint64_t last = n > 0 ? e[n - 1].seq : 0;
 	free(e);
@@ -948,10 +955,7 @@ static void h_member_history(api_ctx *x)
 		json_t *o = jset(json_object(), "ctype", json_string(e[i].ctype));
 		o = jset(o, "content", json_u64(e[i].content));
 		o = jset_entry(o, e[i].at_ms, e[i].delta, e[i].seq);
-		if (o == NULL || json_array_append_new(entries, o) != 0) {
-			json_decref(entries);
-			entries = NULL;
-		}
+		entries = jpush(entries, o);
 	}
 	uint64_t last = n > 0 ? e[n - 1].seq : 0;
 	free(e);
