@@ -144,6 +144,20 @@ int client_bad_reply(const char *cmd, const char *what)
 	return CLI_ERR;
 }
 
+int client_arg_object(const cli_args *a, char content[CLIENT_NUM_LEN])
+{
+	uint64_t c;
+	int rc = cli_arg_name("CTYPE", a->pos[0]);
+
+	if (rc == CLI_OK)
+		rc = cli_arg_name("KTYPE", a->pos[1]);
+	if (rc == CLI_OK)
+		rc = cli_arg_u64("CONTENT", a->pos[2], 0, UINT64_MAX, &c);
+	if (rc == CLI_OK)
+		snprintf(content, CLIENT_NUM_LEN, "%" PRIu64, c);
+	return rc;
+}
+
 int reply_i64(const redisReply *r, int64_t *out)
 {
 	char buf[24];

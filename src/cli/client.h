@@ -19,6 +19,9 @@
 #define CLIENT_SLOW_TIMEOUT_MS 3600000
 /* "host:port" as shown in messages. */
 #define CLIENT_WHERE_MAX 320
+/* Room for a u64 or int64 in decimal, sign and NUL included: a number
+ * argument as the CLI sends it. */
+#define CLIENT_NUM_LEN 24
 
 typedef struct client {
 	redisContext *rc;
@@ -45,6 +48,12 @@ int client_once(const cli_ctx *ctx, int argc, const char **argv,
 /* Print "tally: unexpected reply to CMD: expected WHAT" and return
  * CLI_ERR: the server speaks another version of the contract. */
 int client_bad_reply(const char *cmd, const char *what);
+
+/* Check the object a command is about, CTYPE KTYPE CONTENT at
+ * a->pos[0..2], in that order, and write CONTENT in canonical decimal to
+ * content (a typed "007" is sent as "7"). CLI_OK, or CLI_USAGE after
+ * printing why. */
+int client_arg_object(const cli_args *a, char content[CLIENT_NUM_LEN]);
 
 /* Reply accessors; 0 on success, -1 on a wrong type or value.
  * Integers come as RESP integers or as decimal strings. u64 fields

@@ -12,9 +12,6 @@
 #include "json.h"
 #include "out.h"
 
-/* Room for a u64 or int64 in decimal, sign and NUL included. */
-#define NUM_LEN 24
-
 /* Print one integer reply as `N` or {"<key>":N}. */
 static int print_int(const cli_ctx *ctx, const char *cmd, const char *key,
                      redisReply *r)
@@ -51,7 +48,7 @@ static int call_int(const cli_ctx *ctx, int argc, const char **argv,
 
 int cmd_incr(const cli_ctx *ctx, const cli_args *a)
 {
-	char by[NUM_LEN] = "1";
+	char by[CLIENT_NUM_LEN] = "1";
 	int64_t v;
 	int rc = cli_arg_len("KEY", a->pos[0], TALLY_KEY_MAX);
 
@@ -121,19 +118,16 @@ int cmd_get(const cli_ctx *ctx, const cli_args *a)
  * parsing refuses "007"). */
 static int event_cmd(const cli_ctx *ctx, const cli_args *a, const char *cmd)
 {
-	char content[NUM_LEN], member[NUM_LEN], delta[NUM_LEN], at[NUM_LEN];
+	char content[CLIENT_NUM_LEN], member[CLIENT_NUM_LEN];
+	char delta[CLIENT_NUM_LEN], at[CLIENT_NUM_LEN];
 	const char *argv[11] = { cmd, a->pos[0], a->pos[1], content, member };
 	const char *d = cli_opt(a, "delta"), *t = cli_opt(a, "at");
 	const char *id = cli_opt(a, "id");
-	uint64_t c, m;
+	uint64_t m;
 	int64_t dv = 0, tv = 0;
 	int argc = 5;
-	int rc = cli_arg_name("CTYPE", a->pos[0]);
+	int rc = client_arg_object(a, content);
 
-	if (rc == CLI_OK)
-		rc = cli_arg_name("KTYPE", a->pos[1]);
-	if (rc == CLI_OK)
-		rc = cli_arg_u64("CONTENT", a->pos[2], 0, UINT64_MAX, &c);
 	if (rc == CLI_OK)
 		rc = cli_arg_u64("MEMBER", a->pos[3], 0, UINT64_MAX, &m);
 	if (rc == CLI_OK && d != NULL)
@@ -144,7 +138,6 @@ static int event_cmd(const cli_ctx *ctx, const cli_args *a, const char *cmd)
 		rc = cli_arg_len("--id", id, TALLY_ID_MAX);
 	if (rc != CLI_OK)
 		return rc;
-	snprintf(content, sizeof content, "%" PRIu64, c);
 	snprintf(member, sizeof member, "%" PRIu64, m);
 	snprintf(delta, sizeof delta, "%" PRId64, dv);
 	snprintf(at, sizeof at, "%" PRId64, tv);
@@ -175,23 +168,17 @@ int cmd_remove(const cli_ctx *ctx, const cli_args *a)
 
 int cmd_count(const cli_ctx *ctx, const cli_args *a)
 {
-	char content[NUM_LEN], at[NUM_LEN];
+	char content[CLIENT_NUM_LEN], at[CLIENT_NUM_LEN];
 	const char *argv[6] = { "TALLY.COUNT", a->pos[0], a->pos[1], content,
 	                        "AT", at };
 	const char *t = cli_opt(a, "at");
-	uint64_t c;
 	int64_t tv = 0;
-	int rc = cli_arg_name("CTYPE", a->pos[0]);
+	int rc = client_arg_object(a, content);
 
-	if (rc == CLI_OK)
-		rc = cli_arg_name("KTYPE", a->pos[1]);
-	if (rc == CLI_OK)
-		rc = cli_arg_u64("CONTENT", a->pos[2], 0, UINT64_MAX, &c);
 	if (rc == CLI_OK && t != NULL)
 		rc = cli_arg_i64("--at", t, 1, TALLY_AT_MS_MAX, &tv);
 	if (rc != CLI_OK)
 		return rc;
-	snprintf(content, sizeof content, "%" PRIu64, c);
 	snprintf(at, sizeof at, "%" PRId64, tv);
 	return call_int(ctx, t != NULL ? 6 : 4, argv, "count");
 }
@@ -253,7 +240,7 @@ static int mcount_reply(const redisReply *r, size_t n, int64_t *counts)
 
 /* Parse the contents and build the command; buffers are the caller's. */
 static int mcount_args(const cli_args *a, size_t n, uint64_t *ids,
-                       char (*num)[NUM_LEN], const char **argv)
+                       char (*num)[CLIENT_NUM_LEN], const char **argv)
 {
 	int rc = cli_arg_name("CTYPE", a->pos[0]);
 
@@ -262,7 +249,7 @@ static int mcount_args(const cli_args *a, size_t n, uint64_t *ids,
 	for (size_t i = 0; rc == CLI_OK && i < n; i++) {
 		rc = cli_arg_u64("CONTENT", a->pos[2 + i], 0, UINT64_MAX,
 		                 &ids[i]);
-		snprintf(num[i], NUM_LEN, "%" PRIu64, ids[i]);
+		snprintf(num[i], CLIENT_NUM_LEN, "%" PRIu64, ids[i]);
 		argv[3 + i] = num[i];
 	}
 	argv[0] = "TALLY.MCOUNT";
@@ -276,7 +263,7 @@ int cmd_mcount(const cli_ctx *ctx, const cli_args *a)
 	size_t n = (size_t)a->npos - 2;
 	uint64_t *ids = calloc(n, sizeof *ids);
 	int64_t *counts = calloc(n, sizeof *counts);
-	char (*num)[NUM_LEN] = calloc(n, sizeof *num);
+	char (*num)[CLIENT_NUM_LEN] = calloc(n, sizeof *num);
 	const char **argv = calloc(n + 3, sizeof *argv);
 	redisReply *r = NULL;
 	int rc = CLI_ERR;
@@ -369,7 +356,7 @@ static void counts_print(const cli_ctx *ctx, const type_count *tc, size_t n)
 
 int cmd_counts(const cli_ctx *ctx, const cli_args *a)
 {
-	char content[NUM_LEN];
+	char content[CLIENT_NUM_LEN];
 	const char *argv[] = { "TALLY.COUNTS", a->pos[0], content };
 	type_count *tc = NULL;
 	redisReply *r = NULL;
@@ -426,23 +413,18 @@ static void has_print(const cli_ctx *ctx, int has, int64_t at)
 
 int cmd_has(const cli_ctx *ctx, const cli_args *a)
 {
-	char content[NUM_LEN], member[NUM_LEN];
+	char content[CLIENT_NUM_LEN], member[CLIENT_NUM_LEN];
 	const char *argv[] = { "TALLY.HAS", a->pos[0], a->pos[1], content,
 	                       member };
 	redisReply *r;
-	uint64_t c, m;
+	uint64_t m;
 	int64_t at = 0;
-	int rc = cli_arg_name("CTYPE", a->pos[0]);
+	int rc = client_arg_object(a, content);
 
-	if (rc == CLI_OK)
-		rc = cli_arg_name("KTYPE", a->pos[1]);
-	if (rc == CLI_OK)
-		rc = cli_arg_u64("CONTENT", a->pos[2], 0, UINT64_MAX, &c);
 	if (rc == CLI_OK)
 		rc = cli_arg_u64("MEMBER", a->pos[3], 1, UINT64_MAX, &m);
 	if (rc != CLI_OK)
 		return rc;
-	snprintf(content, sizeof content, "%" PRIu64, c);
 	snprintf(member, sizeof member, "%" PRIu64, m);
 	rc = client_once(ctx, 5, argv, &r);
 	if (rc != CLI_OK)

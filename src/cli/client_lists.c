@@ -11,7 +11,6 @@
 #include "json.h"
 #include "out.h"
 
-#define NUM_LEN 24
 /* Page size when --limit is not given (the server's own default). The CLI
  * always sends LIMIT, so it knows when a page is full. */
 #define PAGE_DEFAULT 20
@@ -173,8 +172,8 @@ static int page_args(const cli_args *a, page *p, char *lim, char *bef,
 	if (rc != CLI_OK)
 		return rc;
 	p->limit = (size_t)v;
-	snprintf(lim, NUM_LEN, "%" PRIu64, v);
-	snprintf(bef, NUM_LEN, "%" PRIu64, before);
+	snprintf(lim, CLIENT_NUM_LEN, "%" PRIu64, v);
+	snprintf(bef, CLIENT_NUM_LEN, "%" PRIu64, before);
 	argv[(*argc)++] = "LIMIT";
 	argv[(*argc)++] = lim;
 	if (b != NULL) {
@@ -202,28 +201,22 @@ static int page_run(const cli_ctx *ctx, page *p, int argc, const char **argv)
 
 int cmd_recent(const cli_ctx *ctx, const cli_args *a)
 {
-	char content[NUM_LEN], lim[NUM_LEN], bef[NUM_LEN];
+	char content[CLIENT_NUM_LEN], lim[CLIENT_NUM_LEN], bef[CLIENT_NUM_LEN];
 	const char *argv[8] = { "TALLY.RECENT", a->pos[0], a->pos[1], content };
 	page p = { .cmd = "TALLY.RECENT" };
-	uint64_t c;
 	int argc = 4;
-	int rc = cli_arg_name("CTYPE", a->pos[0]);
+	int rc = client_arg_object(a, content);
 
-	if (rc == CLI_OK)
-		rc = cli_arg_name("KTYPE", a->pos[1]);
-	if (rc == CLI_OK)
-		rc = cli_arg_u64("CONTENT", a->pos[2], 0, UINT64_MAX, &c);
 	if (rc == CLI_OK)
 		rc = page_args(a, &p, lim, bef, argv, &argc);
 	if (rc != CLI_OK)
 		return rc;
-	snprintf(content, sizeof content, "%" PRIu64, c);
 	return page_run(ctx, &p, argc, argv);
 }
 
 int cmd_history(const cli_ctx *ctx, const cli_args *a)
 {
-	char member[NUM_LEN], lim[NUM_LEN], bef[NUM_LEN];
+	char member[CLIENT_NUM_LEN], lim[CLIENT_NUM_LEN], bef[CLIENT_NUM_LEN];
 	const char *argv[7] = { "TALLY.HISTORY", member, a->pos[1] };
 	page p = { .cmd = "TALLY.HISTORY", .history = 1 };
 	uint64_t m;
