@@ -91,6 +91,8 @@ struct conn {
 	int closed;               /* uv_close called */
 	int dead;                 /* socket closed: free when owed == 0 */
 	int counted;              /* counts against maxclients */
+	int woken;                /* in this wake's list */
+	conn *wake_next;
 	int lingering;            /* write side shut, draining input */
 	uv_shutdown_t shut;
 	uint64_t last_active_ms;
@@ -526,6 +528,9 @@ static void resp_process(conn *c)
 {
 	size_t max_pending = c->w->s->cfg.max_pending;
 
+	/* Completed replies leave the FIFO first, so that the pipeline bound
+	 * below counts only what is still owed. */
+	slots_flush(c);
 	while (!c->closed && !c->cl.close_after) {
 		resp_cmd cmd;
 		int rc;
@@ -776,12 +781,26 @@ static void on_wake(uv_async_t *a)
 	w->done_cap = w->done_spare_cap;
 	w->done_n = 0;
 	pthread_mutex_unlock(&w->done_lock);
-	for (size_t i = 0; i < n; i++) {
-		slot *sl = done[i];
-		conn *c = sl->c;
+	/* Mark every completion first, then run each connection once: its
+	 * replies then leave in one write, not one per completed slot. */
+	conn *woken = NULL;
 
-		sl->ready = 1;
+	for (size_t i = 0; i < n; i++) {
+		conn *c = done[i]->c;
+
+		done[i]->ready = 1;
 		c->owed--;
+		if (!c->woken) {
+			c->woken = 1;
+			c->wake_next = woken;
+			woken = c;
+		}
+	}
+	while (woken != NULL) {
+		conn *c = woken;
+
+		woken = c->wake_next;
+		c->woken = 0;
 		if (c->dead) {
 			slots_flush(c);
 			if (c->owed == 0 && !c->http_busy)
@@ -849,30 +868,41 @@ static int addr_parse(const char *host, int port, struct sockaddr_storage *ss)
 	return -1;
 }
 
-/* A listening socket of this worker's own on a port shared through
- * SO_REUSEPORT: the kernel spreads connections over the workers. */
-static int listen_on(worker *w, uv_tcp_t *h, int port)
+/* One listening socket per port, bound once: a second tallyd on the same
+ * port fails with "address in use" instead of silently sharing it (as
+ * SO_REUSEPORT would let it). Every worker listens on a dup of it and the
+ * kernel hands each connection to one of them. */
+static int listen_socket(const srv_config *cfg, int port)
 {
 	struct sockaddr_storage ss;
-	int fd, one = 1, rc;
+	int fd, one = 1;
 
-	if (addr_parse(w->s->cfg.bind, port, &ss) != 0) {
-		srv_log(&w->s->cfg, LOG_ERROR, "cannot parse --bind '%s'",
-		        w->s->cfg.bind);
+	if (addr_parse(cfg->bind, port, &ss) != 0) {
+		srv_log(cfg, LOG_ERROR, "cannot parse --bind '%s'", cfg->bind);
 		return -1;
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	            0);
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
 	if (bind(fd, (struct sockaddr *)&ss, ss.ss_family == AF_INET ?
-	         sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) != 0) {
-		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen on %s:%d: %s",
-		        w->s->cfg.bind, port, strerror(errno));
+	         sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6)) != 0 ||
+	    listen(fd, 511) != 0) {
+		srv_log(cfg, LOG_ERROR, "cannot listen on %s:%d: %s", cfg->bind,
+		        port, strerror(errno));
 		close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+static int listen_on(worker *w, uv_tcp_t *h, int shared_fd)
+{
+	int fd = dup(shared_fd), rc;
+
+	if (fd < 0)
+		return -1;
 	rc = uv_tcp_init(&w->loop, h);
 	if (rc == 0)
 		rc = uv_tcp_open(h, fd);
@@ -880,14 +910,15 @@ static int listen_on(worker *w, uv_tcp_t *h, int port)
 	if (rc == 0)
 		rc = uv_listen((uv_stream_t *)h, 511, on_connection);
 	if (rc != 0) {
-		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen on %s:%d: %s",
-		        w->s->cfg.bind, port, uv_strerror(rc));
+		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen: %s",
+		        uv_strerror(rc));
 		return -1;
 	}
 	return 0;
 }
 
-static int worker_init(srv *s, worker *w, int idx)
+static int worker_init(srv *s, worker *w, int idx, int resp_fd,
+                       int http_fd)
 {
 	w->s = s;
 	w->idx = idx;
@@ -902,20 +933,44 @@ static int worker_init(srv *s, worker *w, int idx)
 	w->wake.data = w;
 	w->tick.data = w;
 	uv_timer_start(&w->tick, on_tick, 1000, 1000);
-	if (s->cfg.resp_port > 0) {
-		if (listen_on(w, &w->resp_listen, s->cfg.resp_port) != 0)
+	if (resp_fd >= 0) {
+		if (listen_on(w, &w->resp_listen, resp_fd) != 0)
 			return -1;
 		w->resp_on = 1;
 	}
-	if (s->cfg.http_port > 0) {
-		if (listen_on(w, &w->http_listen, s->cfg.http_port) != 0)
+	if (http_fd >= 0) {
+		if (listen_on(w, &w->http_listen, http_fd) != 0)
 			return -1;
 		w->http_on = 1;
 	}
 	return 0;
 }
 
+static int net_workers_start(srv *s, int resp_fd, int http_fd);
+
 int net_start(srv *s)
+{
+	int resp_fd = -1, http_fd = -1, rc = 0;
+
+	if (s->cfg.resp_port > 0 &&
+	    (resp_fd = listen_socket(&s->cfg, s->cfg.resp_port)) < 0)
+		return -1;
+	if (s->cfg.http_port > 0 &&
+	    (http_fd = listen_socket(&s->cfg, s->cfg.http_port)) < 0) {
+		if (resp_fd >= 0)
+			close(resp_fd);
+		return -1;
+	}
+	rc = net_workers_start(s, resp_fd, http_fd);
+	/* Each worker holds its own dup; the originals are not needed. */
+	if (resp_fd >= 0)
+		close(resp_fd);
+	if (http_fd >= 0)
+		close(http_fd);
+	return rc;
+}
+
+static int net_workers_start(srv *s, int resp_fd, int http_fd)
 {
 	s->workers_n = s->cfg.threads;
 	s->workers = calloc((size_t)s->workers_n, sizeof *s->workers);
@@ -925,7 +980,7 @@ int net_start(srv *s)
 	for (int i = 0; i < s->workers_n; i++) {
 		s->workers[i] = calloc(1, sizeof(worker));
 		if (s->workers[i] == NULL ||
-		    worker_init(s, s->workers[i], i) != 0)
+		    worker_init(s, s->workers[i], i, resp_fd, http_fd) != 0)
 			return -1;
 	}
 	for (int i = 0; i < s->workers_n; i++)
