@@ -1,5 +1,6 @@
-/* net.c: tallyd's network layer: N I/O threads, each a libuv loop with its
- * own SO_REUSEPORT listeners, and the connections they own (RESP and HTTP).
+/* net.c: tallyd's network layer: N I/O threads, each a libuv loop listening
+ * on a dup of one shared socket per port, and the connections they own
+ * (RESP and HTTP).
  *
  * Design note: replies in order with asynchronous writes
  *  1. Each RESP connection keeps a FIFO of replies it owes (slots). A write
