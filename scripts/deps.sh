@@ -2,12 +2,25 @@
 # Install the Debian packages tally needs to build, test and benchmark.
 # Idempotent: does nothing when everything is present; runs apt-get update
 # only when something is missing. Needs root (or sudo) to install.
+# Usage: scripts/deps.sh [--bench]
+#   --bench  also what `make bench` compares against: PostgreSQL 15 and
+#            gnuplot (charts); Redis comes with the plain set.
 set -eu
+
+BENCH=0
+case ${1:-} in
+'') ;;
+--bench) BENCH=1 ;;
+*) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+esac
 
 PKGS="build-essential cmake pkg-config
 librocksdb-dev libuv1-dev libhttp-parser-dev libjansson-dev libhiredis-dev
 libxxhash-dev libcmocka-dev
 redis-server redis-tools curl"
+if [ "$BENCH" -eq 1 ]; then
+	PKGS="$PKGS postgresql-15 gnuplot-nox"
+fi
 
 missing=""
 for p in $PKGS; do
