@@ -157,10 +157,17 @@ static rocksdb_options_t *cf_options(rocks *r, int cf)
 	rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
 	/* Point lookups (counters, totals, membership) check a bloom filter
 	 * first; scans (log, history) do not need one. */
-	if (cf == CF_NAMED || cf == CF_TOTALS || cf == CF_MEMBERS)
+	if (cf == CF_NAMED || cf == CF_TOTALS || cf == CF_MEMBERS) {
 		rocksdb_options_set_block_based_table_factory(o, r->bbto_bloom);
-	else
+		/* The committer looks up every new counter, total and member
+		 * before writing it, and most new ones are absent: a bloom
+		 * filter over the memtable answers those without a skiplist
+		 * search. */
+		rocksdb_options_set_memtable_whole_key_filtering(o, 1);
+		rocksdb_options_set_memtable_prefix_bloom_size_ratio(o, 0.1);
+	} else {
 		rocksdb_options_set_block_based_table_factory(o, r->bbto);
+	}
 	if (cf == CF_NAMED || cf == CF_TOTALS)
 		rocksdb_options_set_merge_operator(o, merge_create());
 	return o;
