@@ -33,10 +33,15 @@ run: deps
 	cmake --build build-release -j $(JOBS) --target tallyd tally_cli
 	build-release/tallyd --data ./data $(ARGS)
 
-bench: deps
+# Release build; the in-process benchmark (scripts/bench.sh), then tallyd
+# against Redis (3 persistence settings) and PostgreSQL 15
+# (scripts/bench_compare.sh). Writes docs/BENCHMARKS.md and docs/*.png.
+bench:
+	@scripts/deps.sh --bench
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build build-release -j $(JOBS)
 	scripts/bench.sh build-release
+	scripts/bench_compare.sh build-release
 
 clean:
 	rm -rf build build-asan build-release
