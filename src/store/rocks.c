@@ -170,6 +170,18 @@ static rocksdb_options_t *cf_options(rocks *r, int cf)
 	}
 	if (cf == CF_NAMED || cf == CF_TOTALS)
 		rocksdb_options_set_merge_operator(o, merge_create());
+	/* Events and memberships are written at random objects and read
+	 * within one object (or one member's history): memtables hashed by
+	 * that prefix make an insert a bucket lookup plus a search of a
+	 * short list, instead of a descent of one skiplist of millions (half
+	 * of a like's cost, measured). */
+	if (cf == CF_LOG || cf == CF_HIST || cf == CF_MEMBERS) {
+		size_t prefix = cf == CF_HIST ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN;
+
+		rocksdb_options_set_prefix_extractor(
+			o, rocksdb_slicetransform_create_fixed_prefix(prefix));
+		rocksdb_options_set_hash_skip_list_rep(o, 1u << 18, 4, 4);
+	}
 	return o;
 }
 
@@ -191,6 +203,9 @@ static int options_create(rocks *r, const store_options *so)
 	                                     (unsigned char)so->create);
 	rocksdb_options_set_create_missing_column_families(r->db_opts, 1);
 	rocksdb_options_set_max_background_jobs(r->db_opts, 2);
+	/* Hash-bucketed memtables (below) take one writer at a time, which
+	 * is all there is: the committer. */
+	rocksdb_options_set_allow_concurrent_memtable_write(r->db_opts, 0);
 	rocksdb_options_set_info_log_level(r->db_opts, 2 /* WARN */);
 	rocksdb_options_set_keep_log_file_num(r->db_opts, 3);
 	for (int i = 0; i < CF_COUNT; i++) {
@@ -304,6 +319,7 @@ static void rocks_close(store *s)
 		rocksdb_readoptions_destroy(r->ro);
 	if (r->wb)
 		rocksdb_writebatch_destroy(r->wb);
+	sorted_free(&r->ents);
 	hmap_free(r->cache_named);
 	hmap_free(r->cache_totals);
 	hmap_free(r->ov_named);

@@ -128,7 +128,7 @@ static int apply_counter(rocks *r, store_op *op)
 	return TALLY_OK;
 }
 
-static void put_event(rocks *r, const store_op *op, int64_t d, int64_t total)
+static int put_event(rocks *r, const store_op *op, int64_t d, int64_t total)
 {
 	uint8_t key[KEY_LOG_LEN], val[VAL_EVENT_MAX];
 	val_log lv = { op->member, op->at_ms, d, total };
@@ -138,17 +138,18 @@ static void put_event(rocks *r, const store_op *op, int64_t d, int64_t total)
 	key_log_encode(key, &op->obj, r->seq);
 	n = val_log_encode(val, &lv);
 	assert(n <= sizeof val);
-	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_LOG], (const char *)key,
-	                          sizeof key, (const char *)val, n);
+	if (sorted_add(&r->ents, CF_LOG, SORTED_PUT, key, sizeof key, val, n))
+		return TALLY_ENOMEM;
 	if (op->member == 0)
-		return; /* anonymous: counted, never listed as an actor */
+		return TALLY_OK; /* anonymous: counted, never listed as an actor */
 	val_hist hv = { op->obj.ctype, op->obj.content, op->at_ms, d };
 	uint8_t hkey[KEY_HIST_LEN];
 
 	key_hist_encode(hkey, op->member, op->obj.ktype, r->seq);
 	n = val_hist_encode(val, &hv);
-	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_HIST], (const char *)hkey,
-	                          sizeof hkey, (const char *)val, n);
+	if (sorted_add(&r->ents, CF_HIST, SORTED_PUT, hkey, sizeof hkey, val, n))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
 }
 
 static int apply_event(rocks *r, store_op *op)
@@ -192,9 +193,8 @@ static int apply_event(rocks *r, store_op *op)
 	tv->v += d;
 	tv->acc = wrap_add(tv->acc, d);
 	tv->exists = 1;
-	put_event(r, op, d, tv->v);
 	op->result = tv->v;
-	return TALLY_OK;
+	return put_event(r, op, d, tv->v);
 }
 
 static size_t meta_key(uint8_t *buf, uint8_t tag, const uint8_t *s,
@@ -273,52 +273,47 @@ static int apply_op(rocks *r, store_op *op)
 	return rc;
 }
 
-static void flush_val(rocks *r, int cf, const void *key, size_t len,
-                      const rocks_val *v)
+static int flush_val(rocks *r, int cf, const void *key, size_t len,
+                     const rocks_val *v)
 {
 	uint8_t buf[VARINT_MAX];
-	size_t n;
 
-	if (v->put && !v->exists) {
-		rocksdb_writebatch_delete_cf(r->wb, r->cf[cf], key, len);
-	} else if (v->put) {
-		n = varint_put_i64(buf, v->v);
-		rocksdb_writebatch_put_cf(r->wb, r->cf[cf], key, len,
-		                          (char *)buf, n);
-	} else if (v->acc != 0) {
-		n = varint_put_i64(buf, v->acc);
-		rocksdb_writebatch_merge_cf(r->wb, r->cf[cf], key, len,
-		                            (char *)buf, n);
-	}
+	if (v->put && !v->exists)
+		return sorted_add(&r->ents, cf, SORTED_DELETE, key, len, NULL, 0);
+	if (v->put)
+		return sorted_add(&r->ents, cf, SORTED_PUT, key, len, buf,
+		                  varint_put_i64(buf, v->v));
+	if (v->acc != 0)
+		return sorted_add(&r->ents, cf, SORTED_MERGE, key, len, buf,
+		                  varint_put_i64(buf, v->acc));
+	return 0;
 }
 
-/* Turn the overlays into write-batch entries. */
-static void overlays_flush(rocks *r, uint64_t seq_start)
+static int members_flush(rocks *r)
 {
 	size_t pos = 0, len;
 	const void *key;
 	void *val;
+	int rc = 0;
 
-	while (hmap_next(r->ov_named, &pos, &key, &len, &val))
-		flush_val(r, CF_NAMED, key, len, val);
-	pos = 0;
-	while (hmap_next(r->ov_totals, &pos, &key, &len, &val))
-		flush_val(r, CF_TOTALS, key, len, val);
-	pos = 0;
-	while (hmap_next(r->ov_members, &pos, &key, &len, &val)) {
+	while (rc == 0 && hmap_next(r->ov_members, &pos, &key, &len, &val)) {
 		const rocks_mem *m = val;
 		uint8_t buf[VARINT_MAX];
 
 		if (!m->dirty)
 			continue;
 		if (m->in)
-			rocksdb_writebatch_put_cf(r->wb, r->cf[CF_MEMBERS], key,
-			                          len, (char *)buf,
-			                          varint_put_i64(buf, m->at_ms));
+			rc = sorted_add(&r->ents, CF_MEMBERS, SORTED_PUT, key, len,
+			                buf, varint_put_i64(buf, m->at_ms));
 		else
-			rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_MEMBERS],
-			                             key, len);
+			rc = sorted_add(&r->ents, CF_MEMBERS, SORTED_DELETE, key,
+			                len, NULL, 0);
 	}
+	return rc;
+}
+
+static void meta_flush(rocks *r, uint64_t seq_start)
+{
 	if (r->counters_delta != 0) {
 		const uint8_t ckey = META_COUNTERS;
 		uint8_t cval[8];
@@ -337,6 +332,29 @@ static void overlays_flush(rocks *r, uint64_t seq_start)
 		                          (const char *)&skey, 1,
 		                          (const char *)sval, sizeof sval);
 	}
+}
+
+/* Turn the overlays and the events into write-batch entries, sorted. */
+static int overlays_flush(rocks *r, uint64_t seq_start)
+{
+	size_t pos = 0, len;
+	const void *key;
+	void *val;
+	int rc = 0;
+
+	while (rc == 0 && hmap_next(r->ov_named, &pos, &key, &len, &val))
+		rc = flush_val(r, CF_NAMED, key, len, val);
+	pos = 0;
+	while (rc == 0 && hmap_next(r->ov_totals, &pos, &key, &len, &val))
+		rc = flush_val(r, CF_TOTALS, key, len, val);
+	if (rc == 0)
+		rc = members_flush(r);
+	if (rc == 0)
+		rc = sorted_flush(&r->ents, r->wb, r->cf);
+	if (rc != 0)
+		return TALLY_ENOMEM;
+	meta_flush(r, seq_start);
+	return TALLY_OK;
 }
 
 /* The batch is durable: its values become the committer's cache. The cache
@@ -370,6 +388,7 @@ static void batch_reset(rocks *r)
 	hmap_clear(r->ov_named);
 	hmap_clear(r->ov_totals);
 	hmap_clear(r->ov_members);
+	sorted_clear(&r->ents);
 	rocksdb_writebatch_clear(r->wb);
 }
 
@@ -404,8 +423,9 @@ int rocks_apply(store *s, store_batch *b)
 	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++)
 		if (!b->ops[i].skip)
 			rc = apply_op(r, &b->ops[i]);
+	if (rc == TALLY_OK)
+		rc = overlays_flush(r, seq_start);
 	if (rc == TALLY_OK) {
-		overlays_flush(r, seq_start);
 		size_t entries = (size_t)rocksdb_writebatch_count(r->wb);
 
 		if (entries > 0)

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "core/hmap.h"
+#include "store/rocks_sorted.h"
 #include "store/store.h"
 
 /* Column families. Order is the on-disk open order; never reorder. */
@@ -60,6 +61,7 @@ typedef struct rocks {
 
 	/* Committer-only state (apply and sync run on one thread). */
 	rocksdb_writebatch_t *wb;
+	sorted ents;         /* this batch's data entries, sorted at write */
 	hmap *cache_named;   /* key -> rocks_val (v, exists) across batches */
 	hmap *cache_totals;  /* object key -> rocks_val (v) across batches */
 	hmap *ov_named;      /* this batch */

@@ -297,6 +297,9 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	}
 	rocksdb_readoptions_set_snapshot(ro, snap);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
+	/* The log's memtable is hashed by object: a walk across objects
+	 * must ask for total order. */
+	rocksdb_readoptions_set_total_order_seek(ro, 1);
 	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
 	for (rocksdb_iter_seek_to_last(it); rc == TALLY_OK &&
 	     rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
