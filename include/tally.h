@@ -217,6 +217,12 @@ TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t de
  * striped cell and is folded into the store at the next flush (reads see it
  * at once); in sync mode it is tally_incrby() that discards the value.
  *
+ * Limit: cells take adds only while the counter is within 2^62 of zero.
+ * If other writes (tally_incrby, tally_set) push a striped counter past
+ * that between two flushes, adds still in its cells that would overflow
+ * at the fold are dropped (not silently: tally_stats.fold_overflows counts
+ * them). Counters of such magnitude should use tally_incrby().
+ *
  * @param delta must satisfy |delta| <= 2^32; larger adds use tally_incrby().
  * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL
  *         (t or key NULL, |delta| too large); TALLY_EKEYSIZE;
@@ -554,6 +560,8 @@ typedef struct tally_stats {
 	                               write with its fsync, not the fsync
 	                               alone */
 	uint64_t striped_adds;    /**< adds taken by striped cells */
+	uint64_t fold_overflows;  /**< cell folds refused for overflow (see
+	                               tally_counter_add()) */
 	uint64_t queue_depth;     /**< writes waiting now */
 	uint64_t last_seq;        /**< newest event number */
 	uint64_t counters;        /**< named counters that exist now */

@@ -813,6 +813,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.syncs = ss.syncs,
 		.sync_ns_total = ss.sync_ns,
 		.striped_adds = stripes_adds(t),
+		.fold_overflows = atomic_load(&t->st_fold_overflow),
 		.last_seq = ss.last_seq,
 		.counters = ss.counters,
 	};
