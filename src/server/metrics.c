@@ -125,13 +125,18 @@ char *metrics_text(void *arg, size_t *len)
 	             st.store_entries);
 	prom_counter(&t, "striped_adds_total", "Adds taken by striped cells",
 	             st.striped_adds);
+	prom_counter(&t, "fold_overflows_total",
+	             "Striped adds dropped at a fold for overflow",
+	             st.fold_overflows);
 	prom_gauge(&t, "queue_depth", "Writes waiting for the committer",
 	           st.queue_depth);
 	prom_gauge(&t, "counters", "Named counters", st.counters);
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
 	          st.batch_hist, 1, (double)st.writes + (double)st.write_errors);
-	prom_hist(&t, "fsync_seconds", "Time of one durable store write, its fsync included", st.sync_hist,
+	prom_hist(&t, "fsync_seconds",
+	          "Time of one durable store write, its fsync included",
+	          st.sync_hist,
 	          0.0001, (double)st.sync_ns_total / 1e9);
 	return tx_done(&t, len);
 }
