@@ -425,7 +425,7 @@ P99=$(get tally read-half 5)
 	echo "| incr-p1 | \`-P 1 -r 1000000 INCR key:__rand_int__\` | same | - |"
 	echo "| incr-p16 | \`-P 16 -r 1000000 INCR key:__rand_int__\` | same | - |"
 	echo "| hot-p16 | \`-P 16 INCR hot\` | same | - |"
-	echo "| like-p16 | \`-P 16 -r 100000 TALLY.ADD article like __rand_int__ __rand_int__\` | \`-P 16 -r 100000 EVALSHA <bench/redis_like.lua> 0 __rand_int__ __rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like.sql\` (like-c16) |"
+	echo "| like-p16 | \`-P 16 -r 100000 TALLY.ADD article like __rand_int__ 1__rand_int__\` | \`-P 16 -r 100000 EVALSHA <bench/redis_like.lua> 0 __rand_int__ 1__rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like.sql\` (like-c16) |"
 	echo "| read-max | \`-P 1 -r 100000 TALLY.MCOUNT article like\` + 50 x \`__rand_int__\` | \`MGET\` + 50 x \`like:__rand_int__\` | \`pgbench -c 16 -T $SECS -f bench/pg_read.sql\` |"
 	echo "| read-half | as read-max, fewer clients (see below) | same | \`pgbench -c 16 -R max/2\` |"
 	echo ""
