@@ -73,6 +73,8 @@ static int ent_cmp(const void *a, const void *b)
 int sorted_flush(sorted *s, rocksdb_writebatch_t *wb,
                  rocksdb_column_family_handle_t *const *cfs)
 {
+	if (s->n == 0)
+		return 0;
 	if (s->n > s->order_cap) {
 		const sorted_ent **p = realloc(s->order, s->n * sizeof *p);
 
