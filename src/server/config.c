@@ -29,6 +29,9 @@ static const char usage[] =
 "  --store NAME            rocksdb (default) or redis-cluster\n"
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
 "  --requirepass PASS      password: RESP AUTH, HTTP Authorization: Bearer\n"
+"                          (wiped from the process's command line)\n"
+"  --requirepass-file F    the same, read from file F (one line, at most\n"
+"                          4096 bytes): never on any command line\n"
 "  --maxclients N          most clients connected at once (10000)\n"
 "  --max-bulk-bytes N      largest RESP argument (1048576)\n"
 "  --max-args N            most arguments of one command (1048576)\n"
@@ -95,6 +98,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--store")) c->store = v;
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
 	else if (!strcmp(f, "--requirepass")) c->requirepass = v;
+	else if (!strcmp(f, "--requirepass-file")) c->requirepass_file = v;
 	else if (!strcmp(f, "--maxclients")) { rc = num(f, v, 1, 1000000, &n); c->maxclients = (uint32_t)n; }
 	else if (!strcmp(f, "--max-bulk-bytes")) { rc = num(f, v, 512, 1u << 30, &n); c->max_bulk = n; }
 	else if (!strcmp(f, "--max-args")) { rc = num(f, v, 8, 1u << 24, &n); c->max_args = n; }
@@ -146,6 +150,69 @@ static int config_check(const srv_config *c)
 	return 0;
 }
 
+/* The password from --requirepass-file: the file's first line, without
+ * its line end. Kept for the life of the process. 0 or -1 (printed). */
+static int password_from_file(srv_config *c)
+{
+	char buf[SRV_PASSWORD_MAX + 2];
+	size_t n;
+	FILE *f;
+
+	if (c->requirepass != NULL) {
+		fprintf(stderr, "tallyd: give --requirepass or "
+		        "--requirepass-file, not both\n");
+		return -1;
+	}
+	f = fopen(c->requirepass_file, "rb");
+	if (f == NULL) {
+		fprintf(stderr, "tallyd: --requirepass-file %s: %s\n",
+		        c->requirepass_file, strerror(errno));
+		return -1;
+	}
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	n = strcspn(buf, "\r\n");
+	if (n > SRV_PASSWORD_MAX || strlen(buf) < n) {
+		fprintf(stderr, "tallyd: --requirepass-file %s: the password "
+		        "must be one line of at most %d bytes\n",
+		        c->requirepass_file, SRV_PASSWORD_MAX);
+		return -1;
+	}
+	buf[n] = '\0';
+	c->requirepass = strdup(buf);
+	memset(buf, 0, sizeof buf);
+	if (c->requirepass == NULL) {
+		fprintf(stderr, "tallyd: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* A password given on the command line is visible to every user of the
+ * machine through ps and /proc/PID/cmdline: keep a copy and overwrite the
+ * original in argv, which is what those show. (Until this runs, i.e. for
+ * the first moments of the process, it is visible: --requirepass-file
+ * avoids that.) 0 or -1 (printed). */
+static int password_off_argv(srv_config *c, int argc, char **argv)
+{
+	char *orig = NULL;
+
+	for (int i = 1; i < argc && orig == NULL; i++)
+		if (c->requirepass >= argv[i] &&
+		    c->requirepass <= argv[i] + strlen(argv[i]))
+			orig = argv[i] + (c->requirepass - argv[i]);
+	if (orig == NULL)
+		return 0;
+	c->requirepass = strdup(orig);
+	if (c->requirepass == NULL) {
+		fprintf(stderr, "tallyd: out of memory\n");
+		return -1;
+	}
+	memset(orig, 0, strlen(orig));
+	return 0;
+}
+
 int config_parse(srv_config *c, int argc, char **argv)
 {
 	defaults(c);
@@ -176,6 +243,11 @@ int config_parse(srv_config *c, int argc, char **argv)
 		if (flag_set(c, f, argv[++i]))
 			return -1;
 	}
+	if (c->requirepass_file != NULL && password_from_file(c) != 0)
+		return -1;
+	if (c->requirepass != NULL && c->requirepass_file == NULL &&
+	    password_off_argv(c, argc, argv) != 0)
+		return -1;
 	return config_check(c);
 }
 
@@ -198,16 +270,7 @@ void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* Constant time in the length of the secret, so that timing does not tell
- * how much of a guess was right. */
 int srv_password_ok(const srv *s, const char *given, size_t len)
 {
-	const char *want = s->cfg.requirepass;
-	size_t wlen = strlen(want);
-	unsigned diff = (unsigned)(wlen ^ len);
-
-	for (size_t i = 0; i < wlen; i++)
-		diff |= (unsigned)(unsigned char)want[i] ^
-		        (unsigned)(unsigned char)(i < len ? given[i] : 0);
-	return diff == 0;
+	return secret_matches(&s->pass, given, len);
 }

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "server/secret.h"
 #include "tally.h"
 
 /* ---- request reader ----------------------------------------------------- */
@@ -58,6 +59,9 @@ typedef struct http_api {
 	/* /metrics text (malloc'd, caller frees); NULL: 404 for /metrics */
 	char *(*metrics)(void *arg, size_t *len);
 	void *metrics_arg;
+	/* The password's digest (secret.h), made once; NULL: one is made
+	 * from `password` for each request. */
+	const secret *pass;
 } http_api;
 
 /* Answer one request. Never fails: bad input gets a 4xx with

@@ -1020,22 +1020,15 @@ static int route_match(const char *pat, const char *path, api_cap *cap,
 	return *pat == '\0' && *path == '\0';
 }
 
-/* Equal in time that depends on the given token's length only, never on
- * where it differs from the password. */
-static int secret_equal(const char *given, const char *secret)
-{
-	size_t glen = strlen(given), slen = strlen(secret);
-	volatile unsigned char diff = glen != slen;
-	for (size_t i = 0; i < glen; i++) {
-		unsigned char sc = i < slen ? (unsigned char)secret[i] : 0;
-		diff |= (unsigned char)((unsigned char)given[i] ^ sc);
-	}
-	return diff == 0;
-}
-
+/* The token is checked through secret.h: in time that depends on neither
+ * the password's length nor where a guess differs from it. "Bearer" is
+ * matched in any case (RFC 7235 auth schemes are case-insensitive). */
 static int auth_ok(const http_api *api, const http_request *rq)
 {
 	const char *h = rq->authorization;
+	secret once;
+	int ok;
+
 	if (api->password == NULL)
 		return 1;
 	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
@@ -1043,7 +1036,13 @@ static int auth_ok(const http_api *api, const http_request *rq)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	return secret_equal(h, api->password);
+	if (api->pass != NULL)
+		return secret_matches(api->pass, h, strlen(h));
+	if (secret_init(&once, api->password, strlen(api->password)) != 0)
+		return 0;
+	ok = secret_matches(&once, h, strlen(h));
+	secret_clear(&once);
+	return ok;
 }
 
 void http_api_handle(const http_api *api, const http_request *rq,

@@ -36,6 +36,13 @@ int main(int argc, char **argv)
 	rc = config_parse(&s.cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	if (s.cfg.requirepass != NULL &&
+	    secret_init(&s.pass, s.cfg.requirepass,
+	                strlen(s.cfg.requirepass)) != 0) {
+		fprintf(stderr, "tallyd: cannot set up the password check (no "
+		        "random numbers?)\n");
+		return 1;
+	}
 	/* HTTP requests run in libuv's pool and wait for fsyncs there: enough
 	 * threads that many share one group commit. */
 	setenv("UV_THREADPOOL_SIZE", "64", 0);
@@ -69,6 +76,7 @@ int main(int argc, char **argv)
 	net_wait(&s);
 	tally_close(s.t);
 	net_free(&s);
+	secret_clear(&s.pass);
 	srv_log(&s.cfg, LOG_INFO, "stopped cleanly");
 	return 0;
 }

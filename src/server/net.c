@@ -570,7 +570,7 @@ static void http_work(uv_work_t *req)
 {
 	conn *c = req->data;
 	http_api api = { c->w->s->t, c->w->s->cfg.requirepass, metrics_text,
-	                 c->w->s };
+	                 c->w->s, &c->w->s->pass };
 
 	http_api_handle(&api, &c->rq, &c->rs);
 }

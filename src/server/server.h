@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "server/resp.h"
+#include "server/secret.h"
 #include "tally.h"
 
 /* ---- configuration: every limit a flag with a documented default ------- */
@@ -26,7 +27,8 @@ typedef struct srv_config {
 	uint32_t flush_ms;           /* --flush-ms, 100 */
 	const char *store;           /* --store rocksdb */
 	const char *cluster;         /* --cluster HOST:PORT,... */
-	const char *requirepass;     /* --requirepass */
+	const char *requirepass;     /* --requirepass or --requirepass-file */
+	const char *requirepass_file; /* --requirepass-file */
 	uint32_t maxclients;         /* --maxclients, 10000 */
 	size_t max_bulk;             /* --max-bulk-bytes, 1 MiB */
 	size_t max_args;             /* --max-args, 1048576 */
@@ -36,6 +38,9 @@ typedef struct srv_config {
 	uint32_t idle_timeout_s;     /* --idle-timeout, 0 (never) */
 	int log_level;               /* --log-level 0 error .. 3 debug */
 } srv_config;
+
+/* Longest password --requirepass-file takes (a line of a file). */
+#define SRV_PASSWORD_MAX 4096
 
 enum { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
@@ -125,6 +130,7 @@ struct srv {
 	int64_t started_ms;
 	srv_stats *stats;                /* one per worker */
 	_Atomic uint64_t cmd_calls[CMD_TABLE_MAX];
+	secret pass;                     /* digest of requirepass (main.c) */
 };
 
 /* Sum of stat `field` over workers. */
@@ -142,7 +148,8 @@ uint32_t net_clients(const srv *s);
 char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */
 char *info_text(srv *s, const char *section, size_t *len);  /* INFO */
 
-/* auth: constant-time compare. */
+/* auth: whether given is the password, in time independent of the
+ * password (secret.h); 0 when s->pass was never set up. */
 int srv_password_ok(const srv *s, const char *given, size_t len);
 
 #endif
