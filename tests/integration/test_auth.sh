@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# test_auth.sh: the password against a real tallyd: RESP AUTH and HELLO
+# AUTH, NOAUTH before it, HTTP Bearer tokens, protected mode, the password
+# from a file, and that neither the password nor a wrong guess shows up in
+# the log (at debug level), INFO, CONFIG GET, /metrics or the command line.
+source "$(dirname "$0")/lib.sh" "$@"
+need_cmd redis-cli curl
+
+PASS_W='Zq9-s3cret-T0ken#pw'
+GUESS="${PASS_W}-guess"          # a near miss: must not be logged either
+DATA=$TMP/data
+
+# redis-cli with no password; the commands come one per line on stdin and
+# run in order on one connection. (redis-cli follows an error with an
+# empty line here: those are dropped.)
+rconn() { # LINES...
+	printf '%s\n' "$@" | timeout 20 redis-cli -p "$T_RESP" 2>&1 | grep -v '^$' || true
+}
+
+section "RESP: nothing but AUTH, HELLO and QUIT before AUTH"
+T_PASS=$PASS_W
+start_tallyd "$DATA" --log-level debug
+raw() { timeout 20 redis-cli -p "$T_RESP" "$@" 2>&1 || true; }
+assert_eq "PING before AUTH is refused" \
+	"NOAUTH Authentication required." "$(raw PING)"
+assert_eq "GET before AUTH is refused" \
+	"NOAUTH Authentication required." "$(raw GET k)"
+assert_eq "INFO before AUTH is refused" \
+	"NOAUTH Authentication required." "$(raw INFO)"
+assert_eq "TALLY.ADD before AUTH is refused" \
+	"NOAUTH Authentication required." "$(raw TALLY.ADD article like 1 7)"
+assert_eq "INCRBY before AUTH is refused" \
+	"NOAUTH Authentication required." "$(raw INCRBY k 5)"
+assert_eq "the refused TALLY.ADD changed nothing" "0" \
+	"$(rcli TALLY.COUNT article like 1)"
+assert_eq "the refused INCRBY changed nothing" "" "$(rcli GET k)"
+
+section "RESP: AUTH"
+WRONG="WRONGPASS invalid username-password pair or user is disabled."
+assert_eq "AUTH with a wrong password" "$WRONG" "$(raw AUTH "$GUESS")"
+assert_eq "AUTH with a prefix of the password" "$WRONG" \
+	"$(raw AUTH "${PASS_W:0:${#PASS_W}-1}")"
+assert_eq "AUTH with the password and one more byte" "$WRONG" \
+	"$(raw AUTH "${PASS_W}x")"
+assert_eq "AUTH with the password in another case" "$WRONG" \
+	"$(raw AUTH "${PASS_W^^}")"
+assert_eq "AUTH with an empty password" "$WRONG" "$(raw AUTH "")"
+assert_eq "AUTH as another user" "$WRONG" "$(raw AUTH admin "$PASS_W")"
+assert_contains "AUTH with too many arguments" "$(raw AUTH a b c)" "ERR syntax"
+assert_eq "AUTH, then commands run on that connection" \
+	$'OK\nPONG\n5\n1' \
+	"$(rconn "AUTH $PASS_W" PING "INCRBY k 5" "TALLY.ADD article like 1 7")"
+assert_eq "AUTH default PASS" $'OK\n5' \
+	"$(rconn "AUTH default $PASS_W" "GET k")"
+assert_eq "a wrong AUTH leaves the connection refused" \
+	"$WRONG"$'\nNOAUTH Authentication required.' \
+	"$(rconn "AUTH $GUESS" "GET k")"
+assert_eq "a wrong AUTH after a right one keeps it authenticated" \
+	$'OK\n'"$WRONG"$'\n5' \
+	"$(rconn "AUTH $PASS_W" "AUTH $GUESS" "GET k")"
+
+section "RESP: HELLO"
+assert_contains "HELLO 3 before AUTH is refused" "$(raw HELLO 3)" \
+	"NOAUTH HELLO must be called with the client already authenticated"
+out=$(raw HELLO 3 AUTH default "$PASS_W")
+assert_contains "HELLO 3 AUTH default PASS answers the server map" "$out" "proto"
+assert_contains "... with protocol 3" "$out" 'proto 3'
+assert_eq "HELLO 3 AUTH with a wrong password" "$WRONG" \
+	"$(raw HELLO 3 AUTH default "$GUESS")"
+assert_eq "HELLO 3 AUTH as another user" "$WRONG" \
+	"$(raw HELLO 3 AUTH admin "$PASS_W")"
+assert_eq "HELLO AUTH authenticates the connection" "5" \
+	"$(rconn "HELLO 2 AUTH default $PASS_W" "GET k" | tail -n 1)"
+assert_eq "redis-cli -a works" "PONG" "$(rcli PING)"
+
+section "HTTP: Authorization: Bearer"
+# code_of CURL_ARGS...: the status of one request, no password added.
+code_of() {
+	curl -s -o /dev/null -w '%{http_code}' --max-time 20 "$@" || true
+}
+URL=http://127.0.0.1:$T_HTTP
+out=$(curl -s -i --max-time 20 "$URL/v1/objects/article/1" | tr -d '\r' || true)
+assert_match "no Authorization header: 401" '^HTTP/1.1 401' "$out"
+assert_contains "... with WWW-Authenticate: Bearer" "$out" \
+	'WWW-Authenticate: Bearer realm="tally"'
+assert_contains "... and a JSON error" "$out" '{"error":"authentication required"}'
+assert_eq "wrong token: 401" "401" \
+	"$(code_of -H "Authorization: Bearer $GUESS" "$URL/v1/objects/article/1")"
+assert_eq "a prefix of the token: 401" "401" \
+	"$(code_of -H "Authorization: Bearer ${PASS_W:0:10}" "$URL/v1/objects/article/1")"
+assert_eq "an empty token: 401" "401" \
+	"$(code_of -H "Authorization: Bearer " "$URL/v1/objects/article/1")"
+assert_eq "the password with Basic: 401" "401" \
+	"$(code_of -u "default:$PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "the password without a scheme: 401" "401" \
+	"$(code_of -H "Authorization: $PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "the right token: 200" "200" \
+	"$(code_of -H "Authorization: Bearer $PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "'bearer' in lower case: 200" "200" \
+	"$(code_of -H "Authorization: bearer $PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "'BEARER' in upper case: 200" "200" \
+	"$(code_of -H "Authorization: BEARER $PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
+assert_eq "unknown paths need the token too (they would tell routes)" "401" \
+	"$(code_of "$URL/v1/nothing")"
+assert_eq "/healthz needs none" "200" "$(code_of "$URL/healthz")"
+assert_eq "POST /v1/events without the token: 401" "401" \
+	"$(code_of -XPOST -d '{"ctype":"article","ktype":"like","content":2,"member":9}' \
+	  "$URL/v1/events")"
+assert_eq "... and nothing was written" "0" "$(rcli TALLY.COUNT article like 2)"
+http POST /v1/events '{"ctype":"article","ktype":"like","content":2,"member":9}'
+assert_eq "POST /v1/events with the token" "200 {\"count\":1}" \
+	"$HTTP_CODE $HTTP_BODY"
+
+section "no secret where it could be read"
+# Everything that shows state: none of it may hold the password or a guess.
+for what in "INFO" "INFO all" "INFO everything" "CONFIG GET *" \
+	"CONFIG GET requirepass" "CLIENT LIST" "CLIENT GETNAME"; do
+	# shellcheck disable=SC2086
+	out=$(rcli $what)
+	assert_not_contains "$what holds no password" "$out" "$PASS_W"
+done
+assert_eq "CONFIG GET requirepass does not answer it" "" \
+	"$(rcli CONFIG GET requirepass)"
+http GET /metrics
+assert_eq "/metrics answers" "200" "$HTTP_CODE"
+assert_not_contains "/metrics holds no password" "$HTTP_BODY" "$PASS_W"
+assert_not_contains "/metrics holds no guess" "$HTTP_BODY" "$GUESS"
+cmdline=$(tr '\0' ' ' <"/proc/$T_PID/cmdline")
+assert_contains "the command line is tallyd's" "$cmdline" "--requirepass"
+assert_not_contains "--requirepass is wiped from /proc/PID/cmdline" \
+	"$cmdline" "$PASS_W"
+out=$(ps -o args= -p "$T_PID" || true)
+assert_not_contains "... and from ps" "$out" "$PASS_W"
+stop_and_check
+assert_match "the debug-level log has lines" "tallyd" "$(cat "$T_LOG")"
+assert_not_contains "the log holds no password" "$(cat "$T_LOG")" "$PASS_W"
+assert_not_contains "the log holds no guess" "$(cat "$T_LOG")" "${GUESS:0:12}"
+
+section "--requirepass-file"
+PWFILE=$TMP/password
+printf '%s\n' "$PASS_W" >"$PWFILE"
+T_PASS=""
+start_file_tallyd() { # like start_tallyd, with the password from a file
+	local deadline
+	T_RESP=$(pick_port)
+	T_HTTP=$(pick_port)
+	T_LOG=$TMP/tallyd.file.log
+	"$TALLYD" --data "$DATA" --resp-port "$T_RESP" --http-port "$T_HTTP" \
+		--threads 2 --log-level debug --requirepass-file "$PWFILE" \
+		>"$T_LOG" 2>&1 &
+	T_PID=$!
+	TALLYD_PIDS+=("$T_PID")
+	deadline=$((SECONDS + 30))
+	while [ $SECONDS -lt $deadline ] && kill -0 "$T_PID" 2>/dev/null; do
+		[ "$(timeout 3 redis-cli -p "$T_RESP" -a "$PASS_W" --no-auth-warning \
+			PING 2>/dev/null)" == "PONG" ] && return 0
+		sleep 0.1
+	done
+	cat "$T_LOG"
+	return 1
+}
+start_file_tallyd
+assert_eq "the file's line (without its newline) is the password" $'OK\n5' \
+	"$(rconn "AUTH $PASS_W" "GET k")"
+assert_eq "the newline is not part of it" "$WRONG" "$(raw AUTH "$PASS_W"$'\n')"
+assert_eq "HTTP takes it as the token" "200" \
+	"$(code_of -H "Authorization: Bearer $PASS_W" \
+	  "http://127.0.0.1:$T_HTTP/v1/objects/article/1")"
+assert_not_contains "the password is on no command line" \
+	"$(tr '\0' ' ' <"/proc/$T_PID/cmdline")" "$PASS_W"
+stop_and_check
+
+section "protected mode and bad password flags"
+# Each must exit at once with code 2 and a message; if one started
+# instead, timeout ends it and the test fails.
+refused() { # DESC MESSAGE FLAGS...
+	local desc=$1 msg=$2 out rc=0
+	shift 2
+	out=$(timeout 20 "$TALLYD" --data "$TMP/never" --resp-port "$(pick_port)" \
+		--http-port "$(pick_port)" "$@" 2>&1) || rc=$?
+	assert_eq "$desc: exit 2" "2" "$rc"
+	assert_contains "$desc: says why" "$out" "$msg"
+}
+refused "--bind 0.0.0.0 without a password" "protected mode" --bind 0.0.0.0
+refused "--bind :: without a password" "protected mode" --bind ::
+refused "--bind of a non-loopback address" "without a password" \
+	--bind 192.0.2.1
+refused "an empty --requirepass" "must not be empty" --requirepass ""
+refused "--requirepass and --requirepass-file" "not both" \
+	--requirepass x --requirepass-file "$PWFILE"
+refused "--requirepass-file of a missing file" "No such file" \
+	--requirepass-file "$TMP/none"
+: >"$TMP/empty"
+refused "--requirepass-file of an empty file" "must not be empty" \
+	--requirepass-file "$TMP/empty"
+head -c 5000 /dev/zero | tr '\0' 'a' >"$TMP/long"
+refused "--requirepass-file of a 5000-byte line" "at most 4096 bytes" \
+	--requirepass-file "$TMP/long"
+assert_eq "no refused tallyd made a data folder" "no" \
+	"$([ -e "$TMP/never" ] && echo yes || echo no)"
+
+finish
