@@ -881,18 +881,26 @@ static void cmd_tshards(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		            "shards");
 }
 
+/* The checkpoint is taken on this I/O thread: its other clients wait
+ * for it (a memtable flush and hard links); the other threads serve on. */
 static void cmd_tbackup(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
+	char path[SRV_BACKUP_PATH_MAX + 1], err[512];
 	int rc;
 
-	(void)argc, (void)lens;
-	rc = tally_backup(c->s->t, argv[1]);
+	(void)argc;
+	if (backup_target(&c->s->cfg, argv[1], lens[1], path, sizeof path, err,
+	                  sizeof err) != 0) {
+		reply_error(c->out, err);
+		return;
+	}
+	rc = tally_backup(c->s->t, path);
 	if (rc == TALLY_OK)
 		reply_status(c->out, "OK");
 	else if (rc == TALLY_EIO)
 		reply_errorf(c->out, "ERR backup to '%.200s' failed: the folder "
 		             "must not exist and its parent must be writable",
-		             argv[1]);
+		             path);
 	else
 		cmd_reply_tally_error(c->out, rc);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ static const char usage[] =
 "                          disconnected (67108864)\n"
 "  --idle-timeout S        close clients idle for S seconds (0 = never)\n"
 "  --log-level LEVEL       error, warn, info (default) or debug\n"
+"  --backup-dir DIR        TALLY.BACKUP writes only new folders directly\n"
+"                          inside DIR (default: anywhere tallyd can write)\n"
 "  --help, --version\n";
 
 static void defaults(srv_config *c)
@@ -99,6 +102,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
 	else if (!strcmp(f, "--requirepass")) c->requirepass = v;
 	else if (!strcmp(f, "--requirepass-file")) c->requirepass_file = v;
+	else if (!strcmp(f, "--backup-dir")) c->backup_dir = v;
 	else if (!strcmp(f, "--maxclients")) { rc = num(f, v, 1, 1000000, &n); c->maxclients = (uint32_t)n; }
 	else if (!strcmp(f, "--max-bulk-bytes")) { rc = num(f, v, 512, 1u << 30, &n); c->max_bulk = n; }
 	else if (!strcmp(f, "--max-args")) { rc = num(f, v, 8, 1u << 24, &n); c->max_args = n; }
@@ -213,6 +217,23 @@ static int password_off_argv(srv_config *c, int argc, char **argv)
 	return 0;
 }
 
+/* --backup-dir must be a folder now; it is kept with symbolic links
+ * resolved, the form TALLY.BACKUP compares paths in. 0 or -1 (printed). */
+static int backup_dir_resolve(srv_config *c)
+{
+	struct stat st;
+	char *real = realpath(c->backup_dir, NULL);
+
+	if (real == NULL || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tallyd: --backup-dir %s: %s\n", c->backup_dir,
+		        real == NULL ? strerror(errno) : strerror(ENOTDIR));
+		free(real);
+		return -1;
+	}
+	c->backup_dir = real;
+	return 0;
+}
+
 int config_parse(srv_config *c, int argc, char **argv)
 {
 	defaults(c);
@@ -247,6 +268,8 @@ int config_parse(srv_config *c, int argc, char **argv)
 		return -1;
 	if (c->requirepass != NULL && c->requirepass_file == NULL &&
 	    password_off_argv(c, argc, argv) != 0)
+		return -1;
+	if (c->backup_dir != NULL && backup_dir_resolve(c) != 0)
 		return -1;
 	return config_check(c);
 }

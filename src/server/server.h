@@ -37,7 +37,11 @@ typedef struct srv_config {
 	size_t max_output;           /* --max-output-bytes, 64 MiB */
 	uint32_t idle_timeout_s;     /* --idle-timeout, 0 (never) */
 	int log_level;               /* --log-level 0 error .. 3 debug */
+	const char *backup_dir;      /* --backup-dir, resolved; NULL: any */
 } srv_config;
+
+/* Longest path TALLY.BACKUP takes (PATH_MAX less its NUL). */
+#define SRV_BACKUP_PATH_MAX 4095
 
 /* Longest password --requirepass-file takes (a line of a file). */
 #define SRV_PASSWORD_MAX 4096
@@ -147,6 +151,12 @@ uint32_t net_clients(const srv *s);
 /* metrics.c */
 char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */
 char *info_text(srv *s, const char *section, size_t *len);  /* INFO */
+
+/* backup.c: check TALLY.BACKUP's path arg (len bytes) and write the path
+ * to create into out (cap > SRV_BACKUP_PATH_MAX): inside cfg->backup_dir
+ * when that is set. 0, or -1 with the error reply's text in err. */
+int backup_target(const srv_config *cfg, const char *arg, size_t len,
+                  char *out, size_t cap, char *err, size_t ecap);
 
 /* auth: whether given is the password, in time independent of the
  * password (secret.h); 0 when s->pass was never set up. */
