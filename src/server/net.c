@@ -360,6 +360,14 @@ static void conn_maybe_done(conn *c)
 		conn_linger(c);
 }
 
+/* The client left more output unread than --max-output-bytes allows:
+ * conn_flush closes it. */
+static int conn_over_output(const conn *c)
+{
+	return c->out.overflow ||
+	       c->out.len + c->inflight > c->w->s->cfg.max_output;
+}
+
 /* Send what is in c->out: uv_try_write first (usually all of it), then one
  * uv_write at a time that owns its buffer. */
 static void conn_flush(conn *c)
@@ -367,8 +375,7 @@ static void conn_flush(conn *c)
 	if (c->closed)
 		return;
 	slots_flush(c);
-	if (c->out.overflow || c->out.len + c->inflight >
-	    c->w->s->cfg.max_output) {
+	if (conn_over_output(c)) {
 		atomic_fetch_add(&c->w->st->output_limit_closes_total, 1);
 		conn_close(c);
 		return;
@@ -532,7 +539,11 @@ static void resp_process(conn *c)
 	/* Completed replies leave the FIFO first, so that the pipeline bound
 	 * below counts only what is still owed. */
 	slots_flush(c);
-	while (!c->closed && !c->cl.close_after) {
+	/* Past the output limit the rest of the pipeline is not run: its
+	 * replies would be thrown away with the connection, and running
+	 * them (a read chunk holds thousands of commands) would keep the
+	 * loop's other clients waiting. */
+	while (!c->closed && !c->cl.close_after && !conn_over_output(c)) {
 		resp_cmd cmd;
 		int rc;
 
