@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# test_backup.sh: backups taken while tallyd serves a write load, through
+# TALLY.BACKUP (redis-cli) and `tally backup`, each then served by a second
+# tallyd and checked: counts equal membership, the copy is exactly a prefix
+# of every client's writes (no half-applied batch, nothing out of order),
+# and that prefix holds every write acknowledged before the backup began.
+# Then the errors (existing, unwritable, too long paths) and --backup-dir.
+source "$(dirname "$0")/lib.sh" "$@"
+need_cmd redis-cli
+LOAD=$BUILD_DIR/backup_load
+CLI=$BUILD_DIR/tally
+[ -x "$LOAD" ] || { fail "backup_load is built at $LOAD"; finish; }
+[ -x "$CLI" ] || { fail "tally is built at $CLI"; finish; }
+
+THREADS=4
+BATCH=32           # backup_load's steps per batch
+LOAD_S=20
+BACKUPS=6
+DATA=$TMP/data
+J=$TMP/journal
+mkdir -p "$J"
+T_PASS='bk-pw-7f3a'
+export TALLY_PASSWORD=$T_PASS    # for backup_load
+
+# bounds_now FILE: per thread, steps acknowledged so far (A); after the
+# backup, bounds_end adds the steps sent so far (S).
+bounds_begin() {
+	local t
+	: >"$1.a"
+	for ((t = 0; t < THREADS; t++)); do
+		echo "$t $(($(wc -l <"$J/acked.$t") * BATCH))" >>"$1.a"
+	done
+}
+bounds_end() {
+	local t a
+	: >"$1"
+	while read -r t a; do
+		echo "$t $a $(wc -l <"$J/ops.$t")" >>"$1"
+	done <"$1.a"
+}
+
+section "backups while a write load runs"
+start_tallyd "$DATA"
+assert_eq "a unique type for the load" "OK" "$(rcli TALLY.TYPE ADD bkfav unique)"
+"$LOAD" load "$T_RESP" "$J" "$LOAD_S" "$THREADS" >"$TMP/load.out" 2>&1 &
+LOAD_PID=$!
+BG_PIDS+=("$LOAD_PID")
+sleep 2
+UNDER_LOAD=0
+for ((i = 1; i <= BACKUPS; i++)); do
+	bounds_begin "$TMP/bounds.$i"
+	kill -0 "$LOAD_PID" 2>/dev/null && running=1 || running=0
+	t0=$(now_ms)
+	if ((i % 2)); then
+		out=$(rcli TALLY.BACKUP "$TMP/bk.$i")
+		how="TALLY.BACKUP"
+	elif ((i == 2)); then
+		# A relative OUT: the CLI makes it absolute for the server.
+		out=$(cd "$TMP" && timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" \
+			backup --data "$DATA" "bk.$i" 2>&1) || true
+		how="tally backup (relative OUT)"
+	else
+		out=$(TALLY_PASSWORD=$T_PASS timeout 60 "$CLI" -p "$T_RESP" \
+			backup --data "$DATA" "$TMP/bk.$i" 2>&1) || true
+		how="tally backup"
+	fi
+	ms=$(($(now_ms) - t0))
+	bounds_end "$TMP/bounds.$i"
+	# Under load: the load ran before and after, and moved meanwhile.
+	if ((running)) && kill -0 "$LOAD_PID" 2>/dev/null &&
+		! cmp -s <(cut -d' ' -f2 "$TMP/bounds.$i") <(cut -d' ' -f3 "$TMP/bounds.$i"); then
+		UNDER_LOAD=$((UNDER_LOAD + 1))
+	fi
+	if ((i % 2)); then
+		assert_eq "backup $i by $how (${ms} ms)" "OK" "$out"
+	else
+		assert_contains "backup $i by $how (${ms} ms)" "$out" \
+			"written to $TMP/bk.$i by tallyd"
+	fi
+	say "     bounds (thread acked-before sent-after): $(tr '\n' ',' <"$TMP/bounds.$i")"
+	sleep 1.5
+done
+# Seconds of slack for a loaded machine: a few must still overlap the load.
+assert_int_cmp "backups taken while writes were in flight" "$UNDER_LOAD" -ge 2
+rc=0
+wait "$LOAD_PID" || rc=$?
+BG_PIDS=()
+assert_eq "the load saw no error and no refused write" "0" "$rc"
+say "     $(tr '\n' ' ' <"$TMP/load.out")"
+assert_alive "tallyd served throughout"
+
+# The whole journal against the live server: the checker's own sanity.
+: >"$TMP/bounds.all"
+for ((t = 0; t < THREADS; t++)); do
+	n=$(($(wc -l <"$J/acked.$t") * BATCH))
+	echo "$t $n $n" >>"$TMP/bounds.all"
+done
+out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.all" 2>&1) || true
+assert_not_contains "the live server holds every acknowledged step" "$out" "FAIL"
+assert_eq "... for every thread" "$THREADS" "$(grep -c '^ok' <<<"$out")"
+[[ "$out" == *FAIL* ]] && say "$out"
+
+section "each backup, served by a second tallyd"
+M_PID=$T_PID M_RESP=$T_RESP M_HTTP=$T_HTTP M_LOG=$T_LOG
+for ((i = 1; i <= BACKUPS; i++)); do
+	start_tallyd "$TMP/bk.$i"
+	out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.$i" 2>&1) || true
+	assert_not_contains "backup $i: counts equal membership, a prefix of every client's writes, within the bounds" \
+		"$out" "FAIL"
+	assert_eq "backup $i: checked for every thread" "$THREADS" \
+		"$(grep -c '^ok' <<<"$out")"
+	say "$(sed 's/^/     /' <<<"$out")"
+	assert_eq "backup $i: the copy has the load's type" \
+		"bkfav unique" "$(rcli TALLY.TYPES | paste -sd' ' | grep -o 'bkfav unique')"
+	if ((i == BACKUPS)); then
+		# The checker must see a copy that is not a prefix, and bounds
+		# that the copy does not meet: else it proves nothing.
+		awk '{ print $1, $3 + 1, $3 + 1 }' "$TMP/bounds.$i" >"$TMP/bounds.late"
+		out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.late" 2>&1) || true
+		assert_contains "the checker fails a copy missing acknowledged writes" \
+			"$out" "outside ["
+		lone=$(rcli TALLY.RECENT bkart bkfav 1 LIMIT 1 | head -n 3 | tail -n 1)
+		if [ "$lone" == "add" ]; then
+			member=$(rcli TALLY.RECENT bkart bkfav 1 LIMIT 1 | head -n 1)
+			rcli TALLY.REMOVE bkart bkfav 1 "$member" >/dev/null
+		else
+			rcli TALLY.ADD bkart view 1 1 >/dev/null
+		fi
+		out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.$i" 2>&1) || true
+		assert_contains "the checker fails a copy with one write more" \
+			"$out" "FAIL thread 0: the copy is no prefix"
+	fi
+	stop_and_check
+done
+T_PID=$M_PID T_RESP=$M_RESP T_HTTP=$M_HTTP T_LOG=$M_LOG
+
+section "bad backup paths: a clear error, and the server serves on"
+before=$(rcli INCRBY served 1)
+out=$(rcli TALLY.BACKUP "$TMP/bk.1")
+assert_contains "an existing folder" "$out" "already exists"
+out=$(rcli TALLY.BACKUP "$TMP/bk.1/")
+assert_contains "an existing folder, with a trailing slash" "$out" "already exists"
+: >"$TMP/afile"
+out=$(rcli TALLY.BACKUP "$TMP/afile")
+assert_contains "an existing file" "$out" "already exists"
+out=$(rcli TALLY.BACKUP "$TMP/afile/x")
+assert_contains "a parent that is a file" "$out" "Not a directory"
+out=$(rcli TALLY.BACKUP "$TMP/none/x")
+assert_contains "a parent that does not exist" "$out" "No such file or directory"
+out=$(rcli TALLY.BACKUP "/proc/tally-backup-$$")
+assert_match "a parent no one can write in (/proc)" '^ERR .*backup' "$out"
+if [ "$(id -u)" -ne 0 ]; then
+	mkdir "$TMP/ro" && chmod 500 "$TMP/ro"
+	out=$(rcli TALLY.BACKUP "$TMP/ro/x")
+	assert_contains "a read-only parent" "$out" "Permission denied"
+	chmod 700 "$TMP/ro"
+fi
+long=$(head -c 300 /dev/zero | tr '\0' n)
+out=$(rcli TALLY.BACKUP "$TMP/$long")
+assert_contains "a folder name of 300 bytes" "$out" "folder name is too long"
+long=$(head -c 5000 /dev/zero | tr '\0' n)
+out=$(rcli TALLY.BACKUP "$TMP/$long")
+assert_contains "a path of 5000 bytes" "$out" "backup path is too long"
+assert_contains "an empty path" "$(rcli TALLY.BACKUP "")" "empty"
+assert_contains "'..'" "$(rcli TALLY.BACKUP "$TMP/..")" "names no new folder"
+assert_contains "TALLY.BACKUP with no path" "$(rcli TALLY.BACKUP)" \
+	"wrong number of arguments"
+out=$(timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$DATA" \
+	"$TMP/bk.1" 2>&1) && rc=0 || rc=$?
+assert_eq "tally backup to an existing folder: exit 1" "1" "$rc"
+assert_contains "... says so" "$out" "exists"
+out=$(timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$DATA" \
+	"$TMP/none/x" 2>&1) && rc=0 || rc=$?
+assert_eq "tally backup into a missing folder: exit 1" "1" "$rc"
+assert_contains "... says why" "$out" "No such file or directory"
+assert_eq "the server serves on" "$((before + 1))" "$(rcli INCRBY served 1)"
+assert_eq "no failed backup left a folder" "no" \
+	"$([ -e "$TMP/none" ] || [ -e "/proc/tally-backup-$$" ] && echo yes || echo no)"
+
+section "tally backup offline, once tallyd is stopped"
+stop_and_check
+out=$(timeout 120 "$CLI" backup --data "$DATA" "$TMP/bk.off" 2>&1) || true
+assert_contains "tally backup writes the copy itself" "$out" \
+	"backup of $DATA written to $TMP/bk.off"
+start_tallyd "$TMP/bk.off"
+out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.all" 2>&1) || true
+assert_not_contains "the offline copy holds every acknowledged step" "$out" "FAIL"
+stop_and_check
+
+section "--backup-dir"
+BDIR=$TMP/backups
+mkdir -p "$BDIR" "$TMP/outside"
+ln -s "$TMP/outside" "$BDIR/link"
+start_tallyd "$TMP/data2" --backup-dir "$BDIR"
+rcli INCRBY k 7 >/dev/null
+assert_eq "a bare name goes into the folder" "OK" "$(rcli TALLY.BACKUP one)"
+assert_eq "... and is there" "yes" "$([ -f "$BDIR/one/CURRENT" ] && echo yes || echo no)"
+assert_eq "a path directly inside it" "OK" "$(rcli TALLY.BACKUP "$BDIR/two")"
+out=$(rcli TALLY.BACKUP "$TMP/three")
+assert_contains "a path elsewhere is refused" "$out" "only into its --backup-dir"
+out=$(rcli TALLY.BACKUP "$BDIR/../three")
+assert_contains "a way out with .. is refused" "$out" "only into its --backup-dir"
+out=$(rcli TALLY.BACKUP "$BDIR/link/x")
+assert_contains "a way out through a symbolic link is refused" "$out" \
+	"only into its --backup-dir"
+assert_eq "nothing was written outside" "" "$(ls -A "$TMP/outside")"
+assert_eq "nor next to it" "no" "$([ -e "$TMP/three" ] && echo yes || echo no)"
+out=$(timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$TMP/data2" \
+	"$BDIR/four" 2>&1) || true
+assert_contains "tally backup into the folder" "$out" "written to $BDIR/four"
+stop_and_check
+start_tallyd "$BDIR/one"
+assert_eq "a copy made there serves its data" "7" "$(rcli GET k)"
+stop_and_check
+out=$(timeout 20 "$TALLYD" --data "$TMP/data3" --resp-port "$(pick_port)" \
+	--http-port "$(pick_port)" --backup-dir "$TMP/missing" 2>&1) && rc=0 || rc=$?
+assert_eq "a missing --backup-dir: tallyd exits 2" "2" "$rc"
+assert_contains "... and says why" "$out" "--backup-dir $TMP/missing"
+
+finish
