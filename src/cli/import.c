@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "core/record.h"
+#include "import.h"
 #include "json.h"
 #include "objmap.h"
 #include "offline.h"
@@ -31,7 +32,6 @@
 #define IMPORT_WINDOW_MAX 65536
 /* Records read per fread(). */
 #define IMPORT_CHUNK 4096
-#define IMPORT_MSG_MAX 200
 
 /* The input: the records file and its types. */
 typedef struct import_src {
@@ -147,6 +147,40 @@ static int plan_record(import_src *s, const uint8_t raw[RECORD_SIZE],
 	o->total = p->r.total;
 	s->used[p->r.ktype / 8] |= (uint8_t)(1u << (p->r.ktype % 8));
 	return plan_amount(p, prev, first, msg);
+}
+
+int import_check_records(typesfile *types, const char *name,
+                         const uint8_t *buf, size_t len, uint64_t *index,
+                         char msg[IMPORT_MSG_MAX])
+{
+	import_src *s = calloc(1, sizeof *s);
+	uint64_t n = len / RECORD_SIZE;
+	plan p;
+	int rc = 0;
+
+	*index = n;
+	if (s == NULL) {
+		snprintf(msg, IMPORT_MSG_MAX, "out of memory");
+		return -1;
+	}
+	if (len % RECORD_SIZE != 0) {
+		snprintf(msg, IMPORT_MSG_MAX, "%zu bytes is not a whole number "
+		         "of %d-byte records", len, RECORD_SIZE);
+		free(s);
+		return -1;
+	}
+	s->path = name;
+	s->types = types;
+	s->nrec = n;
+	objmap_init(&s->objs);
+	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		rc = plan_record(s, buf + i * RECORD_SIZE, &p, msg);
+		if (rc != 0)
+			*index = i;
+	}
+	objmap_free(&s->objs);
+	free(s);
+	return rc;
 }
 
 /* ---- reading --------------------------------------------------------------- */

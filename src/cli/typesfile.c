@@ -102,20 +102,13 @@ static int read_line(const char *path, unsigned lineno, char *line,
 	return -1;
 }
 
-int typesfile_read(const char *path, typesfile *f)
+int typesfile_read_stream(FILE *in, const char *path, typesfile *f)
 {
 	char line[TYPESFILE_LINE_MAX + 2];
 	unsigned lineno = 0;
-	FILE *in = fopen(path, "r");
 	int rc = 0;
 
 	f->n = 0;
-	if (in == NULL) {
-		fprintf(stderr, "tally: cannot open %s: %s (an export writes "
-		        "it next to the records: it maps type ids to names)\n",
-		        path, strerror(errno));
-		return -1;
-	}
 	while (rc == 0 && fgets(line, sizeof line, in) != NULL) {
 		lineno++;
 		if (strchr(line, '\n') == NULL && !feof(in)) {
@@ -130,6 +123,22 @@ int typesfile_read(const char *path, typesfile *f)
 		fprintf(stderr, "tally: cannot read %s\n", path);
 		rc = -1;
 	}
+	return rc;
+}
+
+int typesfile_read(const char *path, typesfile *f)
+{
+	FILE *in = fopen(path, "r");
+	int rc;
+
+	f->n = 0;
+	if (in == NULL) {
+		fprintf(stderr, "tally: cannot open %s: %s (an export writes "
+		        "it next to the records: it maps type ids to names)\n",
+		        path, strerror(errno));
+		return -1;
+	}
+	rc = typesfile_read_stream(in, path, f);
 	fclose(in);
 	return rc;
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "tally.h"
 
@@ -24,6 +25,9 @@ int typesfile_write(const char *path, const tally_type_info *t, size_t n);
  * the system error. Ids and names must be unique, names valid, modes
  * unique|total, at most TALLY_TYPES_MAX lines of types. */
 int typesfile_read(const char *path, typesfile *f);
+/* The same from an open stream (a file, or fmemopen() for the fuzzer);
+ * path only names it in messages. The stream is not closed. */
+int typesfile_read_stream(FILE *in, const char *path, typesfile *f);
 /* The type with this id, or NULL. */
 const tally_type_info *typesfile_find(const typesfile *f, uint16_t id);
 
