@@ -15,7 +15,11 @@
  *    runs with TALLY_OK). In TALLY_DURABILITY_SYNC mode (the default) that
  *    means the write is on disk (fsync). A read issued after an
  *    acknowledgement sees the write.
- *  - On any error a write changes nothing.
+ *  - On any error a write changes nothing, but for a store failure
+ *    (TALLY_EIO, TALLY_ENOSPC): its outcome is unknown, it may be stored.
+ *    A write retried with the same id (tally_event.id, tally_write.id) is
+ *    applied at most once, so retrying with an id is safe.
+ *  - Wherever a function lists TALLY_EIO, it may return TALLY_ENOSPC too.
  *  - Strings are NUL-terminated unless a length is passed with them. Memory
  *    passed in stays the caller's; the library copies what it keeps.
  */
@@ -80,15 +84,23 @@ enum tally_error {
 	                             other mode (e.g. has() on a total type) */
 	TALLY_ELIMIT,           /**< a documented limit was reached (types ...) */
 	TALLY_ENOMEM,           /**< out of memory */
-	TALLY_EIO,              /**< the store failed to read, write or sync;
-	                             after a failed write or sync the handle
-	                             refuses writes until reopened */
+	TALLY_EIO,              /**< the store failed to read, write or sync.
+	                             After a failed write or sync the handle
+	                             refuses writes (reads go on) until the
+	                             store recovers: the committer reopens it
+	                             once the disk takes writes again (tried
+	                             every second), or the handle is reopened.
+	                             The writes that got the error may or may
+	                             not be stored: retry them with an id. */
 	TALLY_ECORRUPT,         /**< stored data failed validation */
 	TALLY_ECLOSED,          /**< the handle is closing */
 	TALLY_EBUSY,            /**< the data folder is in use by another handle
 	                             or process */
 	TALLY_EVERSION,         /**< the data folder was written by an
 	                             incompatible version */
+	TALLY_ENOSPC,           /**< the store's disk is full: like TALLY_EIO
+	                             (writes refused until it recovers), with
+	                             the cause users can act on */
 	TALLY_ERROR_END         /**< one past the last code; not an error */
 };
 
@@ -571,6 +583,11 @@ typedef struct tally_stats {
 	/** sync_hist[i]: durable writes (as syncs) that took at most
 	 *  100 us * 2^i (the last bucket: any longer). */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
+	/** 0 while the store takes writes; else the TALLY_EIO or TALLY_ENOSPC
+	 *  that writes are refused with until it recovers. */
+	int store_error;
+	uint64_t store_failures;  /**< times the store failed a write or sync */
+	uint64_t store_recoveries; /**< times it was reopened after one */
 } tally_stats;
 
 /**

@@ -10,8 +10,10 @@
  *  2. A write's callback runs exactly once, after the store applied its
  *     batch atomically and, in sync mode, fsynced it; or with the batch's
  *     error, in which case none of the batch was acknowledged. A store
- *     failure (write or fsync) is final for the handle: it refuses writes
- *     until reopened, because what reached the disk is unknown.
+ *     failure (write or fsync) stops all writes: what reached the disk is
+ *     unknown, and nothing may be written on top of it. The failed batch
+ *     is never retried (a failed fsync cannot be redone: the kernel may
+ *     have dropped the pages). Reads go on against the store as it is.
  *  3. A queue slot is reused only after its write completed: [head, head +
  *     busy) belong to the committer, producers append after them and block
  *     while the ring is full (backpressure, bounded memory).
@@ -26,7 +28,14 @@
  *     least every flush_interval_ms while there are unsynced writes, folds
  *     striped cells into the store at the same time, and folds them first
  *     whenever a batch touches a striped counter (so SET and INCRBY see
- *     every acknowledged add). */
+ *     every acknowledged add).
+ *  7. Recovery (recover()): while failed, once the queue is empty, the
+ *     committer checks every ENG_RECOVER_INTERVAL_NS that the disk takes
+ *     a write and an fsync again, then closes the store and opens it anew,
+ *     reloading the schema and tokens from it, exactly as tally_open does.
+ *     What reached the disk is from then on the truth: a write answered
+ *     with the error may be there or not, and its id, if stored, answers
+ *     its retry. Readers hold st_lock, so the swap waits for them. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -94,7 +103,7 @@ int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg)
 	while (t->count == cap && !t->closing && !t->failed)
 		pthread_cond_wait(&t->not_full, &t->qlock);
 	if (t->closing || t->failed) {
-		rc = t->closing ? TALLY_ECLOSED : TALLY_EIO;
+		rc = t->closing ? TALLY_ECLOSED : t->fail_err;
 		pthread_mutex_unlock(&t->qlock);
 		return rc;
 	}
@@ -156,6 +165,33 @@ int eng_submit_wait(tally *t, const store_op *op, int64_t *result)
 
 /* ---- the committer ------------------------------------------------------- */
 
+static int store_failure(int rc)
+{
+	return rc == TALLY_EIO || rc == TALLY_ENOSPC;
+}
+
+/* The store failed a write or sync: refuse writes with its error from now
+ * on, until recover() succeeds. Committer only, qlock held. */
+static void fail_mark_locked(tally *t, int rc)
+{
+	assert(store_failure(rc));
+	if (t->failed)
+		return;
+	t->failed = 1;
+	t->fail_err = rc;
+	t->recover_at_ns = eng_now_ns() + ENG_RECOVER_INTERVAL_NS;
+	atomic_fetch_add(&t->st_store_failures, 1);
+	/* producers waiting for room answer their error now */
+	pthread_cond_broadcast(&t->not_full);
+}
+
+static void fail_mark(tally *t, int rc)
+{
+	pthread_mutex_lock(&t->qlock);
+	fail_mark_locked(t, rc);
+	pthread_mutex_unlock(&t->qlock);
+}
+
 /* Forgetting expired tokens: collected into TOKEN_DEL ops and applied by
  * the committer itself, never through the queue (it could be full). */
 typedef struct purge {
@@ -182,8 +218,9 @@ static void tokens_purge(tally *t)
 {
 	purge *p;
 	store_batch b;
+	int rc = TALLY_OK;
 
-	if (eng_now_ns() < t->last_purge_ns + 1000000000u)
+	if (t->failed || eng_now_ns() < t->last_purge_ns + 1000000000u)
 		return;
 	t->last_purge_ns = eng_now_ns();
 	p = malloc(sizeof *p);
@@ -192,8 +229,11 @@ static void tokens_purge(tally *t)
 	p->n = 0;
 	tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX, purge_one, p);
 	b = (store_batch){ p->ops, p->n, 0 };
+	/* Tokens not deleted now are deleted after the next load. */
 	if (p->n > 0)
-		(void)t->st->vt->apply(t->st, &b);
+		rc = t->st->vt->apply(t->st, &b);
+	if (store_failure(rc))
+		fail_mark(t, rc);
 	for (size_t i = 0; i < p->n; i++)
 		free((void *)(uintptr_t)p->ops[i].token);
 	free(p);
@@ -260,12 +300,17 @@ static size_t batch_take(tally *t, int *stop)
 
 	pthread_mutex_lock(&t->qlock);
 	while (t->count == 0 && !t->closing && t->sync_req == t->sync_done) {
-		if (!async) {
+		uint64_t due = UINT64_MAX;
+
+		if (async)
+			due = t->last_flush_ns +
+			      (uint64_t)t->opt.flush_interval_ms * 1000000u;
+		if (t->failed && t->recover_at_ns < due)
+			due = t->recover_at_ns;
+		if (due == UINT64_MAX) {
 			pthread_cond_wait(&t->not_empty, &t->qlock);
 			continue;
 		}
-		uint64_t due = t->last_flush_ns +
-		               (uint64_t)t->opt.flush_interval_ms * 1000000u;
 		if (eng_now_ns() >= due)
 			break;
 		struct timespec ts;
@@ -310,8 +355,8 @@ static void batch_complete(tally *t, size_t n, int batch_err)
 	t->head = (t->head + n) % cap;
 	t->count -= n;
 	t->busy = 0;
-	if (batch_err == TALLY_EIO)
-		t->failed = 1;
+	if (store_failure(batch_err))
+		fail_mark_locked(t, batch_err);
 	pthread_cond_broadcast(&t->not_full);
 	pthread_mutex_unlock(&t->qlock);
 }
@@ -321,11 +366,8 @@ static int store_sync(tally *t)
 	int rc = t->st->vt->sync(t->st);
 
 	t->last_flush_ns = eng_now_ns();
-	if (rc != TALLY_OK) {
-		pthread_mutex_lock(&t->qlock);
-		t->failed = 1;
-		pthread_mutex_unlock(&t->qlock);
-	}
+	if (store_failure(rc))
+		fail_mark(t, rc);
 	return rc;
 }
 
@@ -361,11 +403,18 @@ static void sync_requests(tally *t, int async)
 	if (req == t->sync_done && !(async && eng_now_ns() >= t->last_flush_ns +
 	    (uint64_t)t->opt.flush_interval_ms * 1000000u))
 		return;
-	if (async) {
+	if (t->failed) {
+		/* Cells keep their adds for after the recovery: a fold now
+		 * would drop them. */
+		rc = t->fail_err;
+		t->last_flush_ns = eng_now_ns();
+	} else if (async) {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = fold(t);
 		stripes_settle(t);
 		pthread_rwlock_unlock(&t->fold_lock);
+		if (store_failure(rc))
+			fail_mark(t, rc);
 		if (rc == TALLY_OK)
 			rc = store_sync(t);
 	}
@@ -390,9 +439,14 @@ static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 	store_batch b = { t->batch, n, !async };
-	int folding = async && stripes_touched(t, t->batch, n);
+	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
 	int rc = TALLY_OK;
 
+	if (t->failed) {
+		/* Nothing is written on top of a failure (invariant 2). */
+		batch_complete(t, n, t->fail_err);
+		return;
+	}
 	tokens_resolve(t, n, eng_now_ms());
 	if (folding) {
 		pthread_rwlock_wrlock(&t->fold_lock);
@@ -413,6 +467,8 @@ static void commit_batch(tally *t, size_t n)
 	batch_complete(t, n, rc);
 }
 
+static void recover_maybe(tally *t);
+
 static void *committer_main(void *arg)
 {
 	tally *t = arg;
@@ -427,8 +483,9 @@ static void *committer_main(void *arg)
 			commit_batch(t, n);
 		tokens_purge(t);
 		sync_requests(t, async);
+		recover_maybe(t);
 	}
-	if (async) {
+	if (async && !t->failed) {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		(void)fold(t);
 		pthread_rwlock_unlock(&t->fold_lock);
@@ -474,7 +531,8 @@ static int sync_init(tally *t)
 	    pthread_cond_init(&t->not_full, NULL) ||
 	    pthread_cond_init(&t->not_empty, NULL) ||
 	    pthread_cond_init(&t->synced, NULL) ||
-	    pthread_rwlock_init(&t->fold_lock, NULL))
+	    pthread_rwlock_init(&t->fold_lock, NULL) ||
+	    pthread_rwlock_init(&t->st_lock, NULL))
 		return TALLY_ENOMEM;
 	return TALLY_OK;
 }
@@ -496,22 +554,94 @@ static int tables_init(tally *t)
 	return TALLY_OK;
 }
 
-static int state_load(tally *t)
+static int state_load(store *st, eng_loaded *into)
 {
-	store_loader l = { t, schema_load_type, schema_load_ctype, tokens_load };
-	int rc = t->st->vt->load(t->st, &l);
+	store_loader l = { into, schema_load_type, schema_load_ctype,
+	                   tokens_load };
+	int rc = st->vt->load(st, &l);
 
 	if (rc == TALLY_OK) {
-		tokens_sort(&t->tok);
-		schema_loaded(&t->sch);
+		tokens_sort(into->tok);
+		schema_loaded(into->sch);
 	}
 	return rc;
+}
+
+/* ---- recovery after a store failure (invariant 7) -------------------------- */
+
+/* Load the schema and tokens of the reopened store and publish them. */
+static int state_reload(tally *t)
+{
+	schema sch;
+	tokens tok;
+	int rc = schema_init(&sch);
+
+	if (rc == TALLY_OK)
+		rc = tokens_init(&tok, t->opt.token_retention_ms);
+	else
+		memset(&tok, 0, sizeof tok);
+	if (rc == TALLY_OK)
+		rc = state_load(t->st, &(eng_loaded){ &sch, &tok });
+	if (rc == TALLY_OK) {
+		schema_replace(&t->sch, &sch);
+		tokens_free(&t->tok);
+		t->tok = tok; /* committer-only: no lock */
+	} else {
+		tokens_free(&tok);
+	}
+	schema_free(&sch);
+	return rc;
+}
+
+static int recover(tally *t)
+{
+	store_options so = { t->opt.cache_entries_max, t->opt.block_cache_mb,
+	                     0 /* the folder must still be there */ };
+	store *st = NULL;
+	int rc = rocks_probe(t->path);
+
+	/* Closing a store that works for reads is only worth it when the
+	 * new one is likely to open. */
+	if (rc != TALLY_OK)
+		return rc;
+	pthread_rwlock_wrlock(&t->st_lock);
+	if (t->st != NULL)
+		t->st->vt->close(t->st);
+	rc = rocks_open(t->path, &so, &st);
+	t->st = rc == TALLY_OK ? st : NULL;
+	pthread_rwlock_unlock(&t->st_lock);
+	return rc == TALLY_OK ? state_reload(t) : rc;
+}
+
+static void recover_maybe(tally *t)
+{
+	int idle;
+
+	if (!t->failed || eng_now_ns() < t->recover_at_ns)
+		return;
+	/* The writes queued before the failure are answered first (with
+	 * the error); new ones are refused, so the queue empties. */
+	pthread_mutex_lock(&t->qlock);
+	idle = t->count == 0 && !t->closing;
+	pthread_mutex_unlock(&t->qlock);
+	if (!idle)
+		return;
+	t->recover_at_ns = eng_now_ns() + ENG_RECOVER_INTERVAL_NS;
+	if (recover(t) != TALLY_OK)
+		return;
+	pthread_mutex_lock(&t->qlock);
+	t->failed = 0;
+	t->fail_err = TALLY_OK;
+	pthread_mutex_unlock(&t->qlock);
+	atomic_fetch_add(&t->st_store_recoveries, 1);
 }
 
 static void tally_free(tally *t)
 {
 	if (t->st != NULL)
 		t->st->vt->close(t->st);
+	free(t->path);
+	pthread_rwlock_destroy(&t->st_lock);
 	schema_free(&t->sch);
 	tokens_free(&t->tok);
 	stripes_free(t);
@@ -551,10 +681,13 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 	rc = tables_init(t);
 	so = (store_options){ t->opt.cache_entries_max, t->opt.block_cache_mb,
 	                      !(t->opt.flags & TALLY_OPEN_NO_CREATE) };
+	t->path = strdup(path);
+	if (rc == TALLY_OK && t->path == NULL)
+		rc = TALLY_ENOMEM;
 	if (rc == TALLY_OK)
 		rc = rocks_open(path, &so, &t->st);
 	if (rc == TALLY_OK)
-		rc = state_load(t);
+		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok });
 	if (rc == TALLY_OK) {
 		if (pthread_create(&t->committer, NULL, committer_main, t))
 			rc = TALLY_ENOMEM;
@@ -598,9 +731,12 @@ int tally_sync(tally *t)
 
 	if (t == NULL)
 		return TALLY_EINVAL;
-	if (t->opt.durability == TALLY_DURABILITY_SYNC)
-		return t->failed ? TALLY_EIO : TALLY_OK;
 	pthread_mutex_lock(&t->qlock);
+	if (t->opt.durability == TALLY_DURABILITY_SYNC) {
+		rc = t->failed ? t->fail_err : TALLY_OK;
+		pthread_mutex_unlock(&t->qlock);
+		return rc;
+	}
 	if (t->closing) {
 		pthread_mutex_unlock(&t->qlock);
 		return TALLY_ECLOSED;
@@ -802,7 +938,11 @@ int tally_stats_get(tally *t, tally_stats *out)
 
 	if (t == NULL || out == NULL)
 		return TALLY_EINVAL;
-	t->st->vt->stats(t->st, &ss);
+	memset(&ss, 0, sizeof ss);
+	if (eng_store_hold(t) == TALLY_OK) {
+		t->st->vt->stats(t->st, &ss);
+		eng_store_release(t);
+	}
 	*out = (tally_stats){
 		.writes = atomic_load(&t->st_writes),
 		.write_errors = atomic_load(&t->st_write_errors),
@@ -816,6 +956,8 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.fold_overflows = atomic_load(&t->st_fold_overflow),
 		.last_seq = ss.last_seq,
 		.counters = ss.counters,
+		.store_failures = atomic_load(&t->st_store_failures),
+		.store_recoveries = atomic_load(&t->st_store_recoveries),
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);
@@ -823,22 +965,37 @@ int tally_stats_get(tally *t, tally_stats *out)
 	}
 	pthread_mutex_lock(&t->qlock);
 	out->queue_depth = t->count;
+	out->store_error = t->failed ? t->fail_err : TALLY_OK;
 	pthread_mutex_unlock(&t->qlock);
 	return TALLY_OK;
 }
 
 int tally_compact(tally *t)
 {
+	int rc;
+
 	if (t == NULL)
 		return TALLY_EINVAL;
-	return t->st->vt->compact(t->st);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->compact(t->st);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap, size_t *n)
 {
+	int rc;
+
 	if (t == NULL || n == NULL || (out == NULL && cap > 0))
 		return TALLY_EINVAL;
-	return t->st->vt->disk_usage(t->st, out, cap, n);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->disk_usage(t->st, out, cap, n);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_backup(tally *t, const char *dir)
@@ -850,5 +1007,11 @@ int tally_backup(tally *t, const char *dir)
 	/* Async mode: fold cells and flush first, so the copy holds every
 	 * write acknowledged before the call. */
 	rc = tally_sync(t);
-	return rc == TALLY_OK ? t->st->vt->backup(t->st, dir) : rc;
+	if (rc == TALLY_OK)
+		rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->backup(t->st, dir);
+	eng_store_release(t);
+	return rc;
 }

@@ -25,6 +25,8 @@
 #define TOKENS_MAX (16u << 20)
 /* Most expired tokens forgotten per batch, to bound a batch's extra work. */
 #define TOKENS_PURGE_MAX 1024u
+/* After a store failure, how often the committer tries to reopen it. */
+#define ENG_RECOVER_INTERVAL_NS 1000000000u
 
 /* A queued write: the store op plus what the engine needs to finish it. */
 typedef struct eng_op {
@@ -80,8 +82,20 @@ typedef struct stripe_cell {
 	uint8_t idle;                /* folds without an add */
 } stripe_cell;
 
+/* Where the store's load hands schema entries and tokens: the live ones at
+ * open, fresh ones when the store is reopened after a failure. */
+typedef struct eng_loaded {
+	schema *sch;
+	tokens *tok;
+} eng_loaded;
+
 struct tally {
+	/* The store. The committer replaces it when it recovers from a
+	 * failure; any other thread uses it under st_lock (read), through
+	 * eng_store_hold(). NULL while a reopen failed. */
 	store *st;
+	pthread_rwlock_t st_lock;
+	char *path;                  /* the data folder, to reopen it */
 	tally_options opt;           /* with defaults applied */
 	schema sch;
 	tokens tok;
@@ -95,7 +109,9 @@ struct tally {
 	eng_op *ring;
 	size_t head, count, busy;
 	int closing;
-	int failed;                  /* store failed: refuse writes */
+	int failed;                  /* store failed: refuse writes (set and
+	                                cleared by the committer only) */
+	int fail_err;                /* ... with this TALLY_EIO/ENOSPC */
 	uint64_t sync_req, sync_done;
 	int sync_err;
 
@@ -106,6 +122,7 @@ struct tally {
 	hmap *batch_tokens;          /* committer: token -> index in batch */
 	uint64_t last_flush_ns;
 	uint64_t last_purge_ns;
+	uint64_t recover_at_ns;      /* committer: next reopen attempt */
 
 	/* Striped cells (async durability). */
 	stripe stripes[STRIPES];
@@ -118,7 +135,25 @@ struct tally {
 	_Atomic uint64_t st_batches, st_batch_max;
 	_Atomic uint64_t st_fold_overflow;
 	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];
+	_Atomic uint64_t st_store_failures, st_store_recoveries;
 };
+
+/* Take the store for reading on any thread but the committer: TALLY_OK
+ * and the store held (release with eng_store_release()), or TALLY_EIO,
+ * nothing held, while a reopen after a failure has not succeeded. */
+static inline int eng_store_hold(tally *t)
+{
+	pthread_rwlock_rdlock(&t->st_lock);
+	if (t->st != NULL)
+		return TALLY_OK;
+	pthread_rwlock_unlock(&t->st_lock);
+	return TALLY_EIO;
+}
+
+static inline void eng_store_release(tally *t)
+{
+	pthread_rwlock_unlock(&t->st_lock);
+}
 
 /* engine.c */
 int64_t eng_now_ms(void);
@@ -137,6 +172,9 @@ int schema_load_type(void *arg, const char *name, size_t len, uint16_t id,
 int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id);
 /* After loading: order the types by id. */
 void schema_loaded(schema *s);
+/* Publish fresh's tables in live (under live's locks) and give fresh the
+ * old ones to free: the schema as reloaded from a reopened store. */
+void schema_replace(schema *live, schema *fresh);
 /* Look a counting type up; TALLY_ENOTYPE if unknown. */
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode);
 /* Look a content type up: TALLY_ENOTFOUND if it was never written. */

@@ -13,11 +13,14 @@ static const char *const messages[] = {
 	"operation needs a counting type of the other mode",
 	"limit reached",
 	"out of memory",
-	"I/O error in the store; writes refused until reopened",
+	"store write failed (I/O error): writes are refused until the store "
+	"recovers",
 	"stored data is corrupt",
 	"handle is closing",
 	"database is in use by another handle or process",
 	"database written by an incompatible version",
+	"store write failed (no space left on device): writes are refused "
+	"until the store recovers",
 };
 
 _Static_assert(sizeof messages / sizeof messages[0] ==

@@ -36,10 +36,20 @@ static int get_one(tally *t, const void *key, size_t len, int64_t *out)
 {
 	int rc;
 
-	if (t->opt.durability != TALLY_DURABILITY_ASYNC)
-		return t->st->vt->get(t->st, key, len, out);
+	if (t->opt.durability != TALLY_DURABILITY_ASYNC) {
+		rc = eng_store_hold(t);
+		if (rc == TALLY_OK) {
+			rc = t->st->vt->get(t->st, key, len, out);
+			eng_store_release(t);
+		}
+		return rc;
+	}
 	pthread_rwlock_rdlock(&t->fold_lock);
-	rc = t->st->vt->get(t->st, key, len, out);
+	rc = eng_store_hold(t);
+	if (rc == TALLY_OK) {
+		rc = t->st->vt->get(t->st, key, len, out);
+		eng_store_release(t);
+	}
 	if (rc == TALLY_OK || rc == TALLY_ENOTFOUND) {
 		int64_t cells = stripes_sum(t, key, len);
 
@@ -101,7 +111,12 @@ int tally_count(tally *t, const char *ctype, const char *ktype,
 	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
 	if (rc != TALLY_OK || absent)
 		return rc;
-	return t->st->vt->total(t->st, &o, out);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->total(t->st, &o, out);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_count_at(tally *t, const char *ctype, const char *ktype,
@@ -116,7 +131,12 @@ int tally_count_at(tally *t, const char *ctype, const char *ktype,
 	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
 	if (rc != TALLY_OK || absent)
 		return rc;
-	return t->st->vt->total_at(t->st, &o, at_ms, out);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->total_at(t->st, &o, at_ms, out);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_mcount(tally *t, const char *ctype, const char *ktype,
@@ -140,7 +160,11 @@ int tally_mcount(tally *t, const char *ctype, const char *ktype,
 
 		for (size_t j = 0; j < k; j++)
 			objs[j] = (key_obj){ o.ctype, o.ktype, contents[i + j] };
+		rc = eng_store_hold(t);
+		if (rc != TALLY_OK)
+			return rc;
 		rc = t->st->vt->mtotal(t->st, objs, k, out + i);
+		eng_store_release(t);
 		if (rc != TALLY_OK)
 			return rc;
 	}
@@ -168,7 +192,11 @@ int tally_counts(tally *t, const char *ctype, uint64_t content,
 	if (rc == TALLY_OK) {
 		for (size_t i = 0; i < nt; i++)
 			objs[i] = (key_obj){ cid, types[i].id, content };
+		rc = eng_store_hold(t);
+		if (rc != TALLY_OK)
+			return rc;
 		rc = t->st->vt->mtotal(t->st, objs, nt, counts);
+		eng_store_release(t);
 		if (rc != TALLY_OK)
 			return rc;
 	}
@@ -194,7 +222,12 @@ int tally_recent(tally *t, const char *ctype, const char *ktype,
 	rc = obj_resolve(t, ctype, ktype, content, &o, &mode, &absent);
 	if (rc != TALLY_OK || absent)
 		return rc;
-	return t->st->vt->recent(t->st, &o, limit, before, out, n);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->recent(t->st, &o, limit, before, out, n);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_has(tally *t, const char *ctype, const char *ktype,
@@ -212,7 +245,12 @@ int tally_has(tally *t, const char *ctype, const char *ktype,
 		return TALLY_EINVAL;
 	if (absent)
 		return TALLY_ENOTFOUND;
-	return t->st->vt->has(t->st, &o, member, at_ms);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->has(t->st, &o, member, at_ms);
+	eng_store_release(t);
+	return rc;
 }
 
 int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
@@ -229,7 +267,11 @@ int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
 	rc = schema_type(t, ktype, &kid, &mode);
 	if (rc != TALLY_OK)
 		return rc;
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
 	rc = t->st->vt->history(t->st, member, kid, limit, before, out, ids, n);
+	eng_store_release(t);
 	for (size_t i = 0; rc == TALLY_OK && i < *n; i++)
 		schema_ctype_name(t, ids[i], out[i].ctype);
 	return rc;
@@ -299,6 +341,7 @@ static int scan_one(void *arg, const key_obj *o, uint64_t seq,
 int tally_events_scan(tally *t, tally_event_fn fn, void *arg)
 {
 	scan_ctx c;
+	int rc;
 
 	if (t == NULL || fn == NULL)
 		return TALLY_EINVAL;
@@ -306,5 +349,10 @@ int tally_events_scan(tally *t, tally_event_fn fn, void *arg)
 	c.t = t;
 	c.fn = fn;
 	c.arg = arg;
-	return t->st->vt->scan_log(t->st, scan_one, &c);
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	rc = t->st->vt->scan_log(t->st, scan_one, &c);
+	eng_store_release(t);
+	return rc;
 }

@@ -121,22 +121,22 @@ void schema_free(schema *s)
 int schema_load_type(void *arg, const char *name, size_t len, uint16_t id,
                      int mode)
 {
-	tally *t = arg;
+	eng_loaded *l = arg;
 
 	if (len > TALLY_NAME_MAX || !name_valid(name, len) ||
 	    (mode != TALLY_MODE_UNIQUE && mode != TALLY_MODE_TOTAL) ||
 	    id < TYPE_FIRST_USER_ID)
 		return -1;
-	return type_insert(&t->sch, name, len, id, (uint8_t)mode) ? -1 : 0;
+	return type_insert(l->sch, name, len, id, (uint8_t)mode) ? -1 : 0;
 }
 
 int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id)
 {
-	tally *t = arg;
+	eng_loaded *l = arg;
 
 	if (len > TALLY_NAME_MAX || !name_valid(name, len))
 		return -1;
-	return ctype_insert(&t->sch, name, len, id) ? -1 : 0;
+	return ctype_insert(l->sch, name, len, id) ? -1 : 0;
 }
 
 static int by_id(const void *a, const void *b)
@@ -158,6 +158,46 @@ void schema_loaded(schema *s)
 		assert(idx != NULL);
 		*idx = i;
 	}
+}
+
+void schema_replace(schema *live, schema *fresh)
+{
+	hmap *types, *ctypes;
+	char (*names)[TALLY_NAME_MAX + 1];
+	size_t count;
+	uint16_t type_next;
+	uint32_t ctype_next;
+
+	/* reg first: a registration that queued its write before the store
+	 * failed publishes it before the swap, never into the new tables. */
+	pthread_mutex_lock(&live->reg);
+	pthread_rwlock_wrlock(&live->lock);
+	types = live->types;
+	ctypes = live->ctypes;
+	names = live->ctype_names;
+	count = live->type_count;
+	type_next = live->type_next_id;
+	ctype_next = live->ctype_next_id;
+	live->types = fresh->types;
+	live->ctypes = fresh->ctypes;
+	live->ctype_names = fresh->ctype_names;
+	live->type_count = fresh->type_count;
+	live->type_next_id = fresh->type_next_id;
+	live->ctype_next_id = fresh->ctype_next_id;
+	for (size_t i = 0; i < TALLY_TYPES_MAX; i++) {
+		eng_type ty = live->type_list[i];
+
+		live->type_list[i] = fresh->type_list[i];
+		fresh->type_list[i] = ty;
+	}
+	pthread_rwlock_unlock(&live->lock);
+	pthread_mutex_unlock(&live->reg);
+	fresh->types = types;
+	fresh->ctypes = ctypes;
+	fresh->ctype_names = names;
+	fresh->type_count = count;
+	fresh->type_next_id = type_next;
+	fresh->ctype_next_id = ctype_next;
 }
 
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode)

@@ -80,13 +80,13 @@ void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms)
 {
-	tally *t = arg;
+	eng_loaded *l = arg;
 
 	if (len == 0 || len > TALLY_ID_MAX)
 		return -1;
 	/* Expired ones too: they answer nothing (tokens_find checks the
 	 * expiry) but the committer's purge then deletes them from the store. */
-	tokens_remember(&t->tok, tok, len, result, expiry_ms);
+	tokens_remember(l->tok, tok, len, result, expiry_ms);
 	return 0;
 }
 

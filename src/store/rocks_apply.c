@@ -401,9 +401,8 @@ static int batch_write(rocks *r, int sync)
 	if (err) {
 		/* The write may or may not have reached the WAL; nothing can
 		 * be acknowledged and nothing may be written on top of it. */
-		r->failed = 1;
-		rocks_err(err);
-		return TALLY_EIO;
+		r->failed = rocks_write_err(err);
+		return r->failed;
 	}
 	if (sync)
 		rocks_sync_count(r, rocks_now_ns() - t0);
@@ -419,7 +418,7 @@ int rocks_apply(store *s, store_batch *b)
 	assert(b != NULL && (b->n == 0 || b->ops != NULL));
 	assert(hmap_count(r->ov_named) == 0 && hmap_count(r->ov_totals) == 0);
 	if (r->failed)
-		return TALLY_EIO;
+		return r->failed;
 	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++)
 		if (!b->ops[i].skip)
 			rc = apply_op(r, &b->ops[i]);
@@ -456,12 +455,14 @@ int rocks_sync(store *s)
 	char *err = NULL;
 
 	if (r->failed)
-		return TALLY_EIO;
+		return r->failed;
 	rocksdb_flush_wal(r->db, 1, &err);
 	if (err) {
-		r->failed = 1;
-		rocks_err(err);
-		return TALLY_EIO;
+		/* Never retried: after a failed fsync the kernel may have
+		 * dropped the pages it could not write, so a second fsync
+		 * that succeeds proves nothing. */
+		r->failed = rocks_write_err(err);
+		return r->failed;
 	}
 	rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;

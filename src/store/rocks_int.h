@@ -71,7 +71,9 @@ typedef struct rocks {
 	uint64_t seq;        /* last event seq written */
 	uint64_t counters;   /* named counters that exist */
 	int64_t counters_delta; /* this batch */
-	int failed;          /* a write failed: refuse writes until reopen */
+	int failed;          /* a write or sync failed: its TALLY_EIO or
+	                        TALLY_ENOSPC; writes are refused until the
+	                        engine closes this handle and opens anew */
 
 	/* Read by other threads through stats(). */
 	_Atomic uint64_t st_entries;
@@ -84,6 +86,8 @@ typedef struct rocks {
 
 /* rocks.c */
 int rocks_err(char *err);
+/* The same for a failed write or sync: TALLY_ENOSPC or TALLY_EIO. */
+int rocks_write_err(char *err);
 uint64_t rocks_now_ns(void);
 /* Count one fsync of ns in the histogram and totals. */
 void rocks_sync_count(rocks *r, uint64_t ns);

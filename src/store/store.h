@@ -130,5 +130,8 @@ typedef struct store_options {
 
 /* Open the RocksDB store in path. */
 int rocks_open(const char *path, const store_options *o, store **out);
+/* Whether the disk under path takes writes again: write and fsync a small
+ * file there (then remove it). TALLY_OK, TALLY_EIO or TALLY_ENOSPC. */
+int rocks_probe(const char *path);
 
 #endif
