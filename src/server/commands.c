@@ -88,8 +88,13 @@ void cmd_reply_tally_error(rbuf *out, int err)
 		             TALLY_KEY_MAX, TALLY_NAME_MAX, TALLY_ID_MAX);
 		break;
 	case TALLY_EIO:
-		reply_error(out, "IOERR the store failed; writes are refused "
-		            "until tallyd is restarted");
+		reply_error(out, "ERR store write failed (I/O error): writes are "
+		            "refused until the fault clears; reads are served");
+		break;
+	case TALLY_ENOSPC:
+		reply_error(out, "ERR store write failed (no space left on "
+		            "device): writes are refused until the fault "
+		            "clears; reads are served");
 		break;
 	case TALLY_ECLOSED:
 		reply_error(out, "ERR server is shutting down");

@@ -142,6 +142,7 @@ static int api_status(int err)
 		return 409;
 	case TALLY_ENOMEM:
 	case TALLY_EIO:
+	case TALLY_ENOSPC:
 	case TALLY_ECLOSED:
 	case TALLY_EBUSY:
 		return 503;

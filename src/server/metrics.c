@@ -130,6 +130,13 @@ char *metrics_text(void *arg, size_t *len)
 	             st.fold_overflows);
 	prom_gauge(&t, "queue_depth", "Writes waiting for the committer",
 	           st.queue_depth);
+	prom_gauge(&t, "store_failed",
+	           "1 while writes are refused after a store write failure",
+	           st.store_error != TALLY_OK);
+	prom_counter(&t, "store_failures_total",
+	             "Store write or sync failures", st.store_failures);
+	prom_counter(&t, "store_recoveries_total",
+	             "Store reopened after a failure", st.store_recoveries);
 	prom_gauge(&t, "counters", "Named counters", st.counters);
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
@@ -167,7 +174,11 @@ char *info_text(srv *s, const char *section, size_t *len)
 		tx(&t, "# Clients\r\nconnected_clients:%u\r\nmaxclients:%u\r\n"
 		   "\r\n", net_clients(s), s->cfg.maxclients);
 	if (section_on(section, "persistence"))
-		tx(&t, "# Persistence\r\nloading:0\r\n\r\n");
+		tx(&t, "# Persistence\r\nloading:0\r\nstore_status:%s\r\n"
+		   "store_failures:%" PRIu64 "\r\nstore_recoveries:%" PRIu64
+		   "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
+		   st.store_error == TALLY_ENOSPC ? "failed-no-space" :
+		   "failed-io-error", st.store_failures, st.store_recoveries);
 	if (section_on(section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 		   "total_commands_processed:%" PRIu64 "\r\n"
