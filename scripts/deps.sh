@@ -2,16 +2,21 @@
 # Install the Debian packages tally needs to build, test and benchmark.
 # Idempotent: does nothing when everything is present; runs apt-get update
 # only when something is missing. Needs root (or sudo) to install.
-# Usage: scripts/deps.sh [--bench]
+# Usage: scripts/deps.sh [--bench|--fuzz]
 #   --bench  also what `make bench` compares against: PostgreSQL 15 and
 #            gnuplot (charts); Redis comes with the plain set.
+#   --fuzz   also what `make fuzz` builds with: clang and its compiler-rt
+#            (libFuzzer and the sanitizer runtimes; only recommended by
+#            clang, so named here).
 set -eu
 
 BENCH=0
+FUZZ=0
 case ${1:-} in
 '') ;;
 --bench) BENCH=1 ;;
-*) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+--fuzz) FUZZ=1 ;;
+*) echo "usage: $0 [--bench|--fuzz]" >&2; exit 2 ;;
 esac
 
 PKGS="build-essential cmake pkg-config
@@ -20,6 +25,9 @@ libxxhash-dev libcmocka-dev libssl-dev
 redis-server redis-tools curl"
 if [ "$BENCH" -eq 1 ]; then
 	PKGS="$PKGS postgresql-15 gnuplot-nox"
+fi
+if [ "$FUZZ" -eq 1 ]; then
+	PKGS="$PKGS clang libclang-rt-14-dev"
 fi
 
 missing=""
