@@ -9,6 +9,8 @@
  * (write, pwrite, writev, pwritev, fallocate), fsync (fsync, fdatasync,
  * sync_file_range) or all. A "-once" mode fails one call, then writes "off"
  * to the control file, so a test can see that the fault was consumed.
+ * A second word limits the fault to files whose names end with it:
+ * "eio-fsync-once .log" fails the next fsync of a RocksDB WAL file only.
  * A failed call does nothing: a failed write writes no byte, a failed sync
  * leaves the page cache as it was (the data may reach the disk later, as it
  * may after a real failed fsync: the caller must not count on either).
@@ -50,6 +52,7 @@ static char g_dir[PATH_CAP];
 static size_t g_dir_len;
 static char g_ctl[PATH_CAP];
 static char g_bad_mode[MODE_TEXT_MAX]; /* last unknown mode reported */
+static char g_suffix[MODE_TEXT_MAX];   /* file name end; under g_lock */
 
 typedef ssize_t (*write_fn)(int, const void *, size_t);
 typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
@@ -172,11 +175,12 @@ static uint32_t mode_parse(const char *s)
 /* Read the control file (caller holds g_lock). */
 static uint32_t ctl_read(void)
 {
-	char buf[MODE_TEXT_MAX];
+	char buf[MODE_TEXT_MAX], *space;
 	ssize_t n;
 	uint32_t m;
 	int fd;
 
+	g_suffix[0] = '\0';
 	if (g_ctl[0] == '\0')
 		return 0;
 	fd = open(g_ctl, O_RDONLY | O_CLOEXEC);
@@ -190,6 +194,13 @@ static uint32_t ctl_read(void)
 	                 buf[n - 1] == '\r'))
 		n--;
 	buf[n] = '\0';
+	space = strchr(buf, ' ');
+	if (space != NULL) {
+		*space = '\0';
+		/* buf holds at most MODE_TEXT_MAX - 1 bytes: the rest fits */
+		memcpy(g_suffix, space + 1, strlen(space + 1) + 1);
+		n = space - buf;
+	}
 	m = mode_parse(buf);
 	if (m != UINT32_MAX)
 		return m;
@@ -236,9 +247,12 @@ static uint32_t mode_now(void)
 	return atomic_load(&g_mode);
 }
 
+/* Whether fd is a file under the folder (and, when a suffix is set,
+ * whose name ends with it). */
 static int fd_in_dir(int fd)
 {
-	char link[64], path[PATH_CAP];
+	char link[64], path[PATH_CAP], suffix[MODE_TEXT_MAX];
+	size_t sl;
 	ssize_t n;
 
 	if (fd < 0 || snprintf(link, sizeof link, "/proc/self/fd/%d", fd) >=
@@ -248,8 +262,15 @@ static int fd_in_dir(int fd)
 	if (n < 0 || (size_t)n < g_dir_len)
 		return 0;
 	path[n] = '\0';
-	return memcmp(path, g_dir, g_dir_len) == 0 &&
-	       (path[g_dir_len] == '/' || path[g_dir_len] == '\0');
+	if (memcmp(path, g_dir, g_dir_len) != 0 ||
+	    (path[g_dir_len] != '/' && path[g_dir_len] != '\0'))
+		return 0;
+	pthread_mutex_lock(&g_lock);
+	memcpy(suffix, g_suffix, sizeof suffix);
+	pthread_mutex_unlock(&g_lock);
+	sl = strlen(suffix);
+	return sl == 0 || ((size_t)n >= sl &&
+	                   memcmp(path + n - sl, suffix, sl) == 0);
 }
 
 /* The errno this call on fd must fail with, or 0 to let it through. */

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# A real tallyd whose disk fails: tests/fault/faultfs.so (LD_PRELOAD) makes
+# the writes and fsyncs of the data folder fail with EIO or ENOSPC while a
+# control file says so.
+#  1. under pipelined load (ack_load records every acknowledged write),
+#     EIO on writes, ENOSPC on writes, then EIO on fsync, each switched on
+#     and off again: writes get a clear error (RESP and HTTP 503), reads are
+#     served, INFO and /metrics show it, and once the fault clears tallyd
+#     recovers in process; then every acknowledged write is there and
+#     counts equal memberships;
+#  2. one failed fsync of the WAL: the writes of that batch are answered
+#     with the error, never OK; after the recovery a retry with the same ID
+#     is applied exactly once;
+#  3. SIGTERM while the store is failed exits 0; recovery by restart;
+#  4. load, EIO for good, kill -9, restart without the shim: every
+#     acknowledged write of every round is there.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh" "$@"
+need_cmd redis-cli curl
+
+SHIM=$BUILD_DIR/faultfs.so
+LOAD=$BUILD_DIR/ack_load
+[ -f "$SHIM" ] || { fail "the fault shim is built ($SHIM)"; finish; }
+[ -x "$LOAD" ] || { fail "ack_load is built ($LOAD)"; finish; }
+DATA=$TMP/data
+CTL=$TMP/fault.ctl
+ACK=$TMP/ack
+mkdir -p "$ACK"
+echo off >"$CTL"
+# A sanitized tallyd wants its runtime first among its libraries; the shim
+# comes first here, and only forwards calls.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+
+start_with_shim() {
+	LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$DATA TALLY_FAULT_CTL=$CTL \
+		start_tallyd "$DATA" "$@"
+}
+
+# The shim reads the control file again within 2 ms.
+fault() {
+	echo "$1" >"$CTL"
+	sleep 0.05
+}
+
+store_status() {
+	rcli info persistence | tr -d '\r' | sed -n 's/^store_status://p'
+}
+
+# wait_status WANT SECONDS: until INFO says the store is WANT.
+wait_status() {
+	local want=$1 deadline=$((SECONDS + $2)) s=""
+	while [ $SECONDS -lt $deadline ]; do
+		s=$(store_status)
+		[ "$s" == "$want" ] && break
+		sleep 0.1
+	done
+	assert_eq "store_status becomes $want (within $2 s)" "$want" "$s"
+}
+
+# check_refused CAUSE: a write is refused with the cause, over RESP and
+# HTTP, and the reads still answer the values of before the fault.
+check_refused() {
+	local cause=$1 out
+	out=$(rcli incr f:refused)
+	assert_contains "$cause: INCR is refused" "$out" "ERR store write failed ($cause): writes are refused until the fault clears"
+	out=$(rcn tally.add article like 1 99)
+	assert_contains "$cause: TALLY.ADD is refused" "$out" "store write failed ($cause)"
+	http POST /v1/counters/f:refused/incr '{"by":1}'
+	assert_eq "$cause: HTTP write answers 503" "503" "$HTTP_CODE"
+	assert_contains "$cause: HTTP error names the cause" "$HTTP_BODY" "store write failed ($cause)"
+	HTTP_5XX=0
+	assert_eq "$cause: GET still answers" "10" "$(rcli get f:a)"
+	assert_eq "$cause: TALLY.COUNT still answers" "(integer) 5" "$(rcn tally.count article like 1)"
+	assert_match "$cause: TALLY.HAS still answers" '^[0-9]+$' "$(rcli tally.has article like 1 3)"
+	http GET /v1/counters/f:a
+	assert_eq "$cause: HTTP read answers 200" "200" "$HTTP_CODE"
+	assert_eq "$cause: the refused writes changed nothing visible" "" "$(rcli get f:refused)"
+	assert_eq "$cause: /metrics tally_store_failed" "1" "$(metric tally_store_failed)"
+}
+
+check_recovered() {
+	local what=$1
+	wait_status ok 60
+	assert_eq "$what: INCR is acknowledged again" "11" "$(rcli incr f:a)"
+	assert_eq "$what: ... and read back" "11" "$(rcli get f:a)"
+	rcli decr f:a >/dev/null
+	assert_eq "$what: /metrics tally_store_failed" "0" "$(metric tally_store_failed)"
+}
+
+# verify ROUND: ack_load's checks against the running tallyd.
+verify() {
+	local round=$1 vrc=0 line
+	timeout 300 "$LOAD" verify "$T_RESP" "$round" "$ACK" >"$ACK/verify.$round.out" 2>&1 || vrc=$?
+	while IFS= read -r line; do
+		case "$line" in
+		"ok   "*) pass "${line#ok   }" ;;
+		"FAIL "*) fail "${line#FAIL }" ;;
+		*) say "$line" ;;
+		esac
+	done <"$ACK/verify.$round.out"
+	assert_eq "round $round: verify exits 0" "0" "$vrc"
+}
+
+# wait_acks ROUND N: until the load of ROUND has N acknowledgements.
+wait_acks() {
+	local deadline=$((SECONDS + 60)) lines=0
+	while [ $SECONDS -lt $deadline ]; do
+		lines=$(wc -l 2>/dev/null <"$ACK/ack.$1" || echo 0)
+		[ "$lines" -ge "$2" ] && break
+		sleep 0.1
+	done
+	assert_int_cmp "round $1: $2 writes acknowledged before the fault" "$lines" -ge "$2"
+}
+
+section "1. faults under load, recovery in process"
+start_with_shim
+say "tallyd pid $T_PID, RESP $T_RESP, HTTP $T_HTTP"
+{
+	for i in $(seq 1 10); do echo "incr f:a"; done
+	for m in 1 2 3 4 5; do echo "tally.add article like 1 $m"; done
+} | timeout 30 redis-cli -p "$T_RESP" >"$TMP/setup.out" 2>&1 || true
+assert_not_contains "setup writes succeed" "$(cat "$TMP/setup.out")" "ERR"
+assert_eq "store_status is ok at start" "ok" "$(store_status)"
+
+"$LOAD" load "$T_RESP" 1 25 4 "$ACK" >"$ACK/load.1.out" 2>&1 &
+load_pid=$!
+BG_PIDS+=("$load_pid")
+wait_acks 1 500
+
+fault eio-write
+check_refused "I/O error"
+assert_eq "INFO says why" "failed-io-error" "$(store_status)"
+sleep 1.5
+assert_eq "the store stays failed while the fault lasts" "failed-io-error" "$(store_status)"
+fault off
+check_recovered "after EIO on writes"
+
+fault enospc-write
+rcli incr f:trigger >/dev/null
+check_refused "no space left on device"
+assert_eq "INFO says why" "failed-no-space" "$(store_status)"
+fault off
+check_recovered "after ENOSPC on writes"
+
+fault eio-fsync
+rcli incr f:trigger >/dev/null
+check_refused "I/O error"
+fault off
+check_recovered "after EIO on fsync"
+assert_int_cmp "/metrics counts the recoveries" "$(metric tally_store_recoveries_total)" -ge 3
+assert_int_cmp "/metrics counts the failures" "$(metric tally_store_failures_total)" -ge 3
+
+lrc=0
+wait "$load_pid" || lrc=$?
+assert_eq "round 1: load generator exits 0" "0" "$lrc"
+cat "$ACK/load.1.out"
+assert_match "round 1: some writes got an error reply" 'acknowledged, [1-9][0-9]* error' "$(cat "$ACK/load.1.out")"
+verify 1
+assert_alive
+
+section "2. one failed fsync of the WAL"
+fault "eio-fsync-once .log"
+out=$(rcli incr f:once)
+assert_contains "the write whose fsync failed is not acknowledged" "$out" "ERR store write failed (I/O error)"
+assert_eq "the fault was consumed by that write" "off" "$(cat "$CTL")"
+wait_status ok 60
+once=$(rcli get f:once)
+assert_match "its outcome is unknown: absent or applied once" '^(|1)$' "$once"
+if [ -n "$once" ]; then
+	say "(the failed write is there after the reopen: its data had reached the page cache)"
+else
+	say "(the failed write is absent after the reopen)"
+fi
+
+fault "eio-fsync-once .log"
+out=$(rcli tally.add article like 7 77 ID once-tok)
+assert_contains "a write with an ID whose fsync failed gets the error" "$out" "ERR store write failed"
+wait_status ok 60
+assert_eq "its retry with the same ID is answered with a count" "1" "$(rcli tally.add article like 7 77 ID once-tok)"
+assert_eq "a second retry changes nothing" "1" "$(rcli tally.add article like 7 77 ID once-tok)"
+assert_eq "the like is counted exactly once" "1" "$(rcli tally.count article like 7)"
+
+section "3. SIGTERM while failed; recovery by restart"
+# (RocksDB writes at open: tallyd cannot start while the disk refuses
+# writes, so the restart is once the fault cleared.)
+fault eio-write
+rcli incr f:trigger >/dev/null
+assert_eq "the store is failed" "failed-io-error" "$(store_status)"
+stop_tallyd TERM
+assert_eq "SIGTERM with a failed store: exit 0" "0" "$T_EXIT"
+assert_log_clean
+fault off
+start_with_shim
+assert_eq "restarted: the reads answer" "10" "$(rcli get f:a)"
+assert_eq "restarted: the store is ok" "ok" "$(store_status)"
+assert_eq "restarted: writes are acknowledged" "11" "$(rcli incr f:a)"
+rcli decr f:a >/dev/null
+verify 1
+
+section "4. EIO for good under load, kill -9, restart without the shim"
+"$LOAD" load "$T_RESP" 2 8 4 "$ACK" >"$ACK/load.2.out" 2>&1 &
+load_pid=$!
+BG_PIDS+=("$load_pid")
+wait_acks 2 500
+fault eio-write
+sleep 1
+assert_contains "the load's writes are refused" "$(rcli incr f:refused)" "store write failed"
+kill9_tallyd
+assert_eq "tallyd was killed by SIGKILL" "137" "$T_EXIT"
+lrc=0
+wait "$load_pid" || lrc=$?
+assert_eq "round 2: load generator exits 0" "0" "$lrc"
+cat "$ACK/load.2.out"
+fault off
+start_tallyd "$DATA"
+assert_eq "without the shim: the store is ok" "ok" "$(store_status)"
+verify 2
+assert_eq "the counter of part 1 is intact" "10" "$(rcli get f:a)"
+assert_eq "the like of part 2 is there once" "1" "$(rcli tally.count article like 7)"
+stop_and_check
+finish
