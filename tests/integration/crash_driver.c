@@ -3,9 +3,9 @@
  * every acknowledgement on file, and after a kill -9 the proof that the
  * restarted tallyd (or a backup of it) holds what was acknowledged.
  *
- *   crash_driver load PORT DIR POINT SEED SECONDS
- *   crash_driver verify PORT DIR POINT
- *   crash_driver verify-backup PORT DIR POINT N
+ *   crash_driver load RESP_PORT HTTP_PORT DIR POINT SEED SECONDS
+ *   crash_driver verify RESP_PORT HTTP_PORT DIR POINT
+ *   crash_driver verify-backup RESP_PORT HTTP_PORT DIR POINT N
  *
  * Design
  *  - One point writes under its own names (content type cm<P>, counters
@@ -19,9 +19,10 @@
  *    on a unique type) of their own members on shared objects, view
  *    adds/removes (total type, DELTA) on their own objects; writer 0 also
  *    creates types (TALLY.TYPE ADD, alone in its batch) and then writes on
- *    them. The token connection sends only writes carrying ID tokens and
- *    now and then re-sends an acknowledged one: it must answer the first
- *    result and change nothing. The backup thread takes TALLY.BACKUP
+ *    them. Two token connections send only writes carrying ID tokens (one
+ *    over RESP: likes, unlikes, views; one over HTTP: counter increments,
+ *    POST /v1/counters/NAME/incr {"by","id"}) and now and then re-send an
+ *    acknowledged one: it must answer the first result and change nothing. The backup thread takes TALLY.BACKUP
  *    checkpoints into DIR/bk/p<P>_<n>.
  *  - Each connection logs every op to DIR/p<P>/c<i>.log before it can be
  *    sent ("S ...", flushed) and each reply after it came ("A ..."); the
@@ -37,7 +38,7 @@
  *    a phantom write leave no such k. The shared counter must lie between
  *    the sums the feasible prefixes allow; the COUNT of each shared object
  *    must equal its members found by HAS.
- *  - verify then re-sends the token connection's ops that were never
+ *  - verify then re-sends the token connections' ops that were never
  *    acknowledged (and the last acknowledged ones), in order, with their
  *    tokens: each reply must be what applying every op once gives, and so
  *    must the state afterwards (exactly once across a crash).
@@ -58,6 +59,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -67,8 +72,10 @@
 
 enum {
 	NW = 4,                 /* writer connections */
-	NC = NW + 1,            /* connections: writers, then the token one */
-	TOKC = NW,              /* index of the token connection */
+	TOKC = NW,              /* the RESP connection writing with tokens */
+	HTTPC = NW + 1,         /* the HTTP one, counters with tokens */
+	NC = NW + 2,            /* connections */
+	HTTP_KEYS = 3,          /* counters of the HTTP connection */
 	OWN_KEYS = 4,           /* counters per writer */
 	OWN_VIEWS = 3,          /* total objects per writer */
 	SHARED_OBJS = 3,        /* like objects all writers share */
@@ -90,6 +97,7 @@ typedef enum kind {
 	K_VADD = 'V',   /* total type: += arg */
 	K_VREM = 'W',   /* total type: -= arg */
 	K_TYPE = 'Y',   /* type created, arg 0 unique, 1 total */
+	K_HTTP = 'C',   /* own counter += arg, POST /v1/counters/NAME/incr */
 } kind;
 
 typedef struct op {
@@ -114,7 +122,7 @@ typedef struct opv {
 	size_t n, cap;
 } opv;
 
-static int g_port;
+static int g_port, g_http_port;
 static unsigned g_point;
 static const char *g_dir;
 static char g_ctype[32];
@@ -400,6 +408,7 @@ static int op_ents(emap *m, const op *o, int conn, ent **out)
 
 	switch (o->kind) {
 	case K_INCR:
+	case K_HTTP:
 	case K_SET:
 	case K_DEL:
 		snprintf(key, sizeof key, "c %s", o->name);
@@ -463,6 +472,7 @@ static void op_apply(emap *m, op *o, const opv *ops, int conn, int64_t *hot)
 	o->etype = 'i';
 	switch (o->kind) {
 	case K_INCR:
+	case K_HTTP:
 		e[0]->v = (e[0]->present ? e[0]->v : 0) + o->arg;
 		e[0]->present = 1;
 		o->expect = e[0]->v;
@@ -532,6 +542,104 @@ static void reply_take(op *o, const redisReply *r)
 		o->rtype = 'e';
 		break;
 	}
+}
+
+/* ---- HTTP: counter increments with a token ---------------------------- */
+
+typedef struct hconn {
+	int fd;
+	char buf[8192];
+	size_t len;
+} hconn;
+
+static int http_connect(hconn *h)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)g_http_port) };
+	struct timeval tv = { 30, 0 };
+
+	h->len = 0;
+	h->fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (h->fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (setsockopt(h->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+	    connect(h->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+		close(h->fd);
+		h->fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* The Content-Length of a response whose head ends at end (0 if none). */
+static long content_length(const char *head, const char *end)
+{
+	for (const char *p = head; p < end; p++)
+		if ((p == head || p[-1] == '\n') &&
+		    strncasecmp(p, "content-length:", 15) == 0)
+			return strtol(p + 15, NULL, 10);
+	return 0;
+}
+
+/* Send one POST .../incr and take its reply into o (rtype 'i' and the
+ * value on 200, 'e' otherwise). -1 when the connection is gone. */
+static int http_incr(hconn *h, const op *o, op *got)
+{
+	char req[1024], body[256];
+	size_t off = 0, need;
+	int blen, rlen;
+	char *end, *p;
+	long status, clen;
+
+	if (o->tok[0])
+		blen = snprintf(body, sizeof body, "{\"by\":%" PRId64 ",\"id\":"
+		                "\"%s\"}", o->arg, o->tok);
+	else
+		blen = snprintf(body, sizeof body, "{\"by\":%" PRId64 "}", o->arg);
+	rlen = snprintf(req, sizeof req, "POST /v1/counters/%s/incr HTTP/1.1\r\n"
+	                "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+	                "Content-Length: %d\r\n\r\n%s", o->name, blen, body);
+	if (blen < 0 || rlen < 0 || (size_t)rlen >= sizeof req)
+		return -1;
+	while (off < (size_t)rlen) {
+		ssize_t n = send(h->fd, req + off, (size_t)rlen - off, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			return -1;
+		off += (size_t)n;
+	}
+	for (;;) {
+		h->buf[h->len] = '\0';
+		end = strstr(h->buf, "\r\n\r\n");
+		if (end != NULL) {
+			clen = content_length(h->buf, end);
+			need = (size_t)(end + 4 - h->buf) + (size_t)clen;
+			if (clen >= 0 && h->len >= need)
+				break;
+		}
+		if (h->len + 1 >= sizeof h->buf)
+			return -1;
+		ssize_t n = recv(h->fd, h->buf + h->len, sizeof h->buf - 1 - h->len,
+		                 0);
+
+		if (n <= 0)
+			return -1;
+		h->len += (size_t)n;
+	}
+	memset(got, 0, sizeof *got);
+	got->acked = 1;
+	status = strtol(h->buf + 9, NULL, 10);
+	p = strstr(end + 4, "\"value\":");
+	if (status == 200 && p != NULL && p < h->buf + need) {
+		got->rtype = 'i';
+		got->reply = strtoll(p + 8, NULL, 10);
+	} else {
+		got->rtype = 'e';
+	}
+	memmove(h->buf, h->buf + need, h->len - need);
+	h->len -= need;
+	return 0;
 }
 
 /* ---- load ----------------------------------------------------------------- */
@@ -608,25 +716,32 @@ static void gen_writer(conn_state *cs, op *o)
 	}
 }
 
+/* Now and then, make o a re-send of an acknowledged op, token and all. */
+static int gen_dup(conn_state *cs, op *o)
+{
+	long a = atomic_load(&cs->acked);
+
+	if (cs->ops.n == 0 || rnd(&cs->rng, 10) != 0)
+		return 0;
+	while (a > 0) {
+		long j = (long)rnd(&cs->rng, (uint64_t)a);
+
+		if (cs->ops.v[j].dup >= 0 || cs->ops.v[j].rtype != 'i') {
+			a = j;
+			continue;
+		}
+		*o = cs->ops.v[j];
+		o->dup = j;
+		o->acked = 0;
+		return 1;
+	}
+	return 0;
+}
+
 static void gen_token(conn_state *cs, op *o, long nth)
 {
-	/* now and then, re-send an acknowledged op with its token */
-	if (cs->ops.n > 0 && rnd(&cs->rng, 10) == 0) {
-		long a = atomic_load(&cs->acked);
-
-		while (a > 0) {
-			long j = (long)rnd(&cs->rng, (uint64_t)a);
-
-			if (cs->ops.v[j].dup >= 0 || cs->ops.v[j].rtype != 'i') {
-				a = j;
-				continue;
-			}
-			*o = cs->ops.v[j];
-			o->dup = j;
-			o->acked = 0;
-			return;
-		}
-	}
+	if (gen_dup(cs, o))
+		return;
 	snprintf(o->tok, STR_MAX, "cm%u-%" PRIx64 "-%ld", g_point, g_seed, nth);
 	if (rnd(&cs->rng, 2)) {
 		o->kind = rnd(&cs->rng, 10) < 6 ? K_ADD : K_REM;
@@ -639,6 +754,69 @@ static void gen_token(conn_state *cs, op *o, long nth)
 		o->content = 500 + rnd(&cs->rng, TOK_OBJS);
 		o->arg = 1 + (int64_t)rnd(&cs->rng, 5);
 	}
+}
+
+static void gen_http(conn_state *cs, op *o, long nth)
+{
+	if (gen_dup(cs, o))
+		return;
+	snprintf(o->tok, STR_MAX, "cmh%u-%" PRIx64 "-%ld", g_point, g_seed, nth);
+	o->kind = K_HTTP;
+	snprintf(o->name, STR_MAX, "cm:%u:h:%d", g_point,
+	         (int)rnd(&cs->rng, HTTP_KEYS));
+	o->arg = (int64_t)rnd(&cs->rng, 11) - 5;
+	if (o->arg == 0)
+		o->arg = 7;
+}
+
+/* Check a reply against the model; complain about the first few. */
+static void reply_note(conn_state *cs, const op *o, size_t i)
+{
+	if (o->rtype == 'e') {
+		if (cs->error_replies++ < 3)
+			fprintf(stderr, "crash_driver: conn %d: error reply to "
+			        "op %zu (%c)\n", cs->idx, i, o->kind);
+	} else if (!reply_ok(o) && cs->bad_replies++ < 3) {
+		fprintf(stderr, "crash_driver: conn %d op %zu (%c %s): reply %c %"
+		        PRId64 ", model %c %" PRId64 "\n", cs->idx, i, o->kind,
+		        o->name, o->rtype, o->reply, o->etype, o->expect);
+	}
+}
+
+/* The HTTP connection: one request at a time (tallyd answers an HTTP
+ * write after its fsync, like RESP). */
+static void http_loop(conn_state *cs)
+{
+	hconn h;
+	long nth = 0;
+	char line[512];
+
+	if (http_connect(&h) != 0) {
+		fprintf(stderr, "crash_driver: HTTP connect to port %d failed\n",
+		        g_http_port);
+		return;
+	}
+	while (now_s() < g_end && !atomic_load(&g_stop)) {
+		op *o = opv_push(&cs->ops), got;
+		size_t i = cs->ops.n - 1;
+
+		gen_http(cs, o, nth++);
+		op_apply(&cs->model, o, &cs->ops, cs->idx, &cs->hot);
+		op_format(o, line, sizeof line);
+		fputs(line, cs->log);
+		fflush(cs->log);
+		atomic_fetch_add(&cs->sent, 1);
+		if (http_incr(&h, o, &got) != 0)
+			break;
+		o->acked = 1;
+		o->rtype = got.rtype;
+		o->reply = got.reply;
+		atomic_fetch_add(&cs->acked, 1);
+		fprintf(cs->log, "A %c %" PRId64 "\n", o->rtype, o->reply);
+		fflush(cs->log);
+		reply_note(cs, o, i);
+	}
+	close(h.fd);
 }
 
 /* One batch: ops [from, n) are sent; replies are taken in order. Returns
@@ -673,16 +851,7 @@ static int run_batch(conn_state *cs, redisContext *c, size_t from)
 		freeReplyObject(vr);
 		atomic_fetch_add(&cs->acked, 1);
 		fprintf(cs->log, "A %c %" PRId64 "\n", o->rtype, o->reply);
-		if (o->rtype == 'e') {
-			if (cs->error_replies++ < 3)
-				fprintf(stderr, "crash_driver: conn %d: error "
-				        "reply to op %zu (%c)\n", cs->idx, i, o->kind);
-		} else if (!reply_ok(o) && cs->bad_replies++ < 3) {
-			fprintf(stderr, "crash_driver: conn %d op %zu (%c %s): "
-			        "reply %c %" PRId64 ", model %c %" PRId64 "\n",
-			        cs->idx, i, o->kind, o->name, o->rtype, o->reply,
-			        o->etype, o->expect);
-		}
+		reply_note(cs, o, i);
 		if (o->kind == K_TYPE && o->rtype == 's') {
 			snprintf(cs->type_name[cs->types], STR_MAX, "%s", o->name);
 			cs->type_mode[cs->types++] = (int)o->arg;
@@ -695,9 +864,14 @@ static int run_batch(conn_state *cs, redisContext *c, size_t from)
 static void *conn_thread(void *arg)
 {
 	conn_state *cs = arg;
-	redisContext *c = connect_to(0);
+	redisContext *c;
 	long nth = 0;
 
+	if (cs->idx == HTTPC) {
+		http_loop(cs);
+		return NULL;
+	}
+	c = connect_to(0);
 	if (c == NULL)
 		return NULL;
 	while (now_s() < g_end && !atomic_load(&g_stop)) {
@@ -746,7 +920,7 @@ static void *backup_thread(void *arg)
 		redisReply *r;
 		double t0;
 
-		usleep((useconds_t)(50000 + rnd(&rng, 250000)));
+		usleep((useconds_t)(100000 + rnd(&rng, 700000)));
 		n++;
 		path_of(dir, sizeof dir, "%s/bk/p%u_%ld", g_dir, g_point, n);
 		for (int i = 0; i < NC; i++)
@@ -839,7 +1013,9 @@ static int do_load(double seconds)
 		types += cs->types;
 	}
 	unacked_tok = atomic_load(&g_conns[TOKC].sent) -
-	              atomic_load(&g_conns[TOKC].acked);
+	              atomic_load(&g_conns[TOKC].acked) +
+	              atomic_load(&g_conns[HTTPC].sent) -
+	              atomic_load(&g_conns[HTTPC].acked);
 	printf("load point %u: %ld ops sent, %ld acknowledged, %d types, %ld "
 	       "backups\n", g_point, sent, acked, types,
 	       atomic_load(&g_backups_done));
@@ -1207,37 +1383,49 @@ static void check_prefixes(redisContext *c, logs *L, const long *lo,
 	check_shared(c, L, what);
 }
 
-/* Re-send the token connection's unacknowledged ops and its last
+/* Re-send the unacknowledged ops of token connection i and its last
  * acknowledged ones: each answers what one application gives. */
-static void retry_tokens(redisContext *c, logs *L)
+static void retry_tokens(redisContext *c, logs *L, int i)
 {
-	opv *ops = &L->ops[TOKC];
-	long from = L->acked[TOKC], n = (long)ops->n, bad = 0, cnt = 0;
+	opv *ops = &L->ops[i];
+	long from = L->acked[i], n = (long)ops->n, bad = 0, cnt = 0;
 	long start = from;
+	/* self-test: retries without their tokens apply twice */
+	int strip = strcmp(g_selftest, "no-token") == 0;
+	hconn h = { .fd = -1 };
 
 	for (long k = from - 1; k >= 0 && from - start < RETRY_ACKED; k--)
 		if (ops->v[k].dup < 0)
 			start = k;
-	for (long k = start; k < n; k++) {
+	if (i == HTTPC && http_connect(&h) != 0) {
+		check(0, "tallyd's HTTP port answers the token retries");
+		return;
+	}
+	for (long k = start; k < n && i != HTTPC; k++) {
 		op o = ops->v[k];
 
-		/* self-test: retries without their tokens apply twice */
-		if (strcmp(g_selftest, "no-token") == 0)
+		if (strip)
 			o.tok[0] = '\0';
 		op_append(c, &o);
 	}
 	for (long k = start; k < n; k++) {
-		op *o = &ops->v[k];
+		op *o = &ops->v[k], got, sent = *o;
 		void *vr = NULL;
-		op got;
 
-		if (redisGetReply(c, &vr) != REDIS_OK || vr == NULL) {
+		if (strip)
+			sent.tok[0] = '\0';
+		if (i == HTTPC ? http_incr(&h, &sent, &got) != 0 :
+		    redisGetReply(c, &vr) != REDIS_OK || vr == NULL) {
 			check(0, "tallyd answers the token retries");
+			if (h.fd >= 0)
+				close(h.fd);
 			return;
 		}
-		memset(&got, 0, sizeof got);
-		reply_take(&got, vr);
-		freeReplyObject(vr);
+		if (i != HTTPC) {
+			memset(&got, 0, sizeof got);
+			reply_take(&got, vr);
+			freeReplyObject(vr);
+		}
 		cnt++;
 		if ((got.rtype != o->etype || got.reply != o->expect) &&
 		    bad++ < 5)
@@ -1246,9 +1434,11 @@ static void retry_tokens(redisContext *c, logs *L)
 			       "\n", k, o->kind, o->name, o->content, o->tok,
 			       got.rtype, got.reply, o->etype, o->expect);
 	}
-	check(bad == 0, "point %u: %ld token writes re-sent after the restart "
-	      "(%ld never acknowledged) answer what applying each once gives",
-	      g_point, cnt, n - from);
+	if (h.fd >= 0)
+		close(h.fd);
+	check(bad == 0, "point %u: conn %d: %ld token writes re-sent after the "
+	      "restart (%ld never acknowledged) answer what applying each "
+	      "once gives", g_point, i, cnt, n - from);
 }
 
 /* Values settled by earlier points must still read the same. */
@@ -1396,16 +1586,19 @@ static int do_verify(void)
 		hi[i] = (long)L.ops[i].n;
 	}
 	check_prefixes(c, &L, lo, hi, "");
-	/* exactly once: the token connection, retried, holds every op */
-	retry_tokens(c, &L);
+	/* exactly once: the token connections, retried, hold every op */
+	retry_tokens(c, &L, TOKC);
+	retry_tokens(c, &L, HTTPC);
 	if (read_back(c, &L.ents) != 0) {
 		check(0, "tallyd answers every read");
 		return 1;
 	}
-	feasible(&L, TOKC, hi[TOKC], hi[TOKC], &f);
-	check(f.first >= 0, "point %u: after the retries the token "
-	      "connection's objects hold each of its %zu ops exactly once",
-	      g_point, L.ops[TOKC].n);
+	for (int i = TOKC; i <= HTTPC; i++) {
+		feasible(&L, i, hi[i], hi[i], &f);
+		check(f.first >= 0, "point %u: conn %d: after the retries its "
+		      "objects hold each of its %zu ops exactly once", g_point,
+		      i, L.ops[i].n);
+	}
 	path_of(path, sizeof path, "%s/final.log", g_dir);
 	check_final(c, path);
 	if (write_final(c, &L, path) != 0)
@@ -1474,23 +1667,26 @@ int main(int argc, char **argv)
 	const char *st = getenv("TALLY_CRASH_SELFTEST");
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc >= 5) {
+	if (argc >= 6) {
 		g_port = atoi(argv[2]);
-		g_dir = argv[3];
-		g_point = (unsigned)strtoul(argv[4], NULL, 10);
+		g_http_port = atoi(argv[3]);
+		g_dir = argv[4];
+		g_point = (unsigned)strtoul(argv[5], NULL, 10);
 		snprintf(g_ctype, sizeof g_ctype, "cm%u", g_point);
 	}
-	if (argc == 7 && strcmp(argv[1], "load") == 0) {
-		g_seed = strtoull(argv[5], NULL, 10);
-		return do_load(atof(argv[6]));
+	if (argc == 8 && strcmp(argv[1], "load") == 0) {
+		g_seed = strtoull(argv[6], NULL, 10);
+		return do_load(atof(argv[7]));
 	}
 	g_selftest = st ? st : "";
-	if (argc == 5 && strcmp(argv[1], "verify") == 0)
+	if (argc == 6 && strcmp(argv[1], "verify") == 0)
 		return do_verify();
-	if (argc == 6 && strcmp(argv[1], "verify-backup") == 0)
-		return do_verify_backup(strtol(argv[5], NULL, 10));
-	fprintf(stderr, "usage: crash_driver load PORT DIR POINT SEED SECONDS\n"
-	        "       crash_driver verify PORT DIR POINT\n"
-	        "       crash_driver verify-backup PORT DIR POINT N\n");
+	if (argc == 7 && strcmp(argv[1], "verify-backup") == 0)
+		return do_verify_backup(strtol(argv[6], NULL, 10));
+	fprintf(stderr, "usage: crash_driver load RESP_PORT HTTP_PORT DIR POINT "
+	        "SEED SECONDS\n"
+	        "       crash_driver verify RESP_PORT HTTP_PORT DIR POINT\n"
+	        "       crash_driver verify-backup RESP_PORT HTTP_PORT DIR POINT "
+	        "N\n");
 	return 2;
 }

@@ -10,9 +10,10 @@
 #     DECR, DECRBY, SET and DEL on their own counters, INCRBY on a shared
 #     one, likes and unlikes (TALLY.ADD/REMOVE, unique type), view adds and
 #     removes (total type, DELTA), type creation (TALLY.TYPE ADD) and writes
-#     on the new types; one connection writing only with ID tokens and
-#     re-sending some; a thread taking TALLY.BACKUP checkpoints. Every op is
-#     on file before it is sent, every reply after it came.
+#     on the new types; two connections writing only with ID tokens and
+#     re-sending some (RESP: likes, unlikes, views; HTTP: counter
+#     increments); a thread taking TALLY.BACKUP checkpoints. Every op is on
+#     file before it is sent, every reply after it came.
 #  2. kill -9 after a random delay (0..1.5 s after the first
 #     acknowledgement), restart on the same folder.
 #  3. crash_driver verify: per connection, some prefix of its ops between
@@ -87,7 +88,7 @@ check_backup() { # P N
 	if ! start_tallyd "$WORK/bk/p${p}_$n"; then
 		fail "point $p: a tallyd starts on backup $n"
 	else
-		timeout 120 "$DRIVER" verify-backup "$T_RESP" "$WORK" "$p" "$n" \
+		timeout 120 "$DRIVER" verify-backup "$T_RESP" "$T_HTTP" "$WORK" "$p" "$n" \
 			>"$WORK/vbackup.$p.out" 2>&1 || vrc=$?
 		report "$WORK/vbackup.$p.out"
 		assert_eq "point $p: verify-backup exits 0" "0" "$vrc"
@@ -116,7 +117,7 @@ for ((p = 1; p <= POINTS; p++)); do
 	pseed=$RND
 	rnd 1500
 	delay=$RND
-	"$DRIVER" load "$T_RESP" "$WORK" "$p" "$pseed" 60 >"$WORK/load.$p.out" 2>&1 &
+	"$DRIVER" load "$T_RESP" "$T_HTTP" "$WORK" "$p" "$pseed" 60 >"$WORK/load.$p.out" 2>&1 &
 	lpid=$!
 	BG_PIDS+=("$lpid")
 	# the random delay runs from the first acknowledgement
@@ -145,7 +146,7 @@ for ((p = 1; p <= POINTS; p++)); do
 
 	start_tallyd "$DATA" "${XARGS[@]}"
 	vrc=0
-	timeout 300 "$DRIVER" verify "$T_RESP" "$WORK" "$p" >"$WORK/verify.$p.out" 2>&1 || vrc=$?
+	timeout 300 "$DRIVER" verify "$T_RESP" "$T_HTTP" "$WORK" "$p" >"$WORK/verify.$p.out" 2>&1 || vrc=$?
 	report "$WORK/verify.$p.out"
 	assert_eq "point $p: verify exits 0" "0" "$vrc"
 
