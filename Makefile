@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan bench run clean
+.PHONY: all deps build test test-asan fuzz bench run clean
 
 all: build
 
@@ -26,6 +26,14 @@ test: deps
 test-asan: deps
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DTALLY_SANITIZE=ON $(CMAKE_FLAGS)"
 
+# The libFuzzer harnesses of tests/fuzz, built with clang (ASan + UBSan)
+# into build-fuzz, each run for FUZZ_SECONDS; fails on any finding, whose
+# input is kept in build-fuzz/artifacts/. See scripts/fuzz.sh.
+FUZZ_SECONDS ?= 20
+fuzz:
+	@scripts/deps.sh --fuzz
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
 # Release build, then tallyd on ./data with the default ports; Ctrl-C stops
 # it cleanly. Flags: make run ARGS="--durability async".
 run: deps
@@ -44,4 +52,4 @@ bench:
 	scripts/bench_compare.sh build-release
 
 clean:
-	rm -rf build build-asan build-release
+	rm -rf build build-asan build-release build-fuzz
