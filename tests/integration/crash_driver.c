@@ -400,6 +400,13 @@ static ent *emap_get(emap *m, const char *key, char what, int conn)
 	return e;
 }
 
+static void emap_free(emap *m)
+{
+	free(m->v);
+	free(m->slots);
+	memset(m, 0, sizeof *m);
+}
+
 /* The entities an op changes: at most two (membership and count). */
 static int op_ents(emap *m, const op *o, int conn, ent **out)
 {
@@ -1006,6 +1013,8 @@ static int do_load(double seconds)
 		conn_state *cs = &g_conns[i];
 
 		fclose(cs->log);
+		free(cs->ops.v);
+		emap_free(&cs->model);
 		sent += atomic_load(&cs->sent);
 		acked += atomic_load(&cs->acked);
 		bad += cs->bad_replies;
@@ -1088,8 +1097,7 @@ static int read_logs(logs *L)
 			op_ents(&L->ents, &L->ops[i].v[k], i, e);
 			op_apply(&scratch, &L->ops[i].v[k], &L->ops[i], i, &hot);
 		}
-		free(scratch.v);
-		free(scratch.slots);
+		emap_free(&scratch);
 	}
 	return 0;
 }
@@ -1165,8 +1173,10 @@ static int read_back(redisContext *c, emap *m)
 				e->obs_v = t->present ? t->v : 0;
 				continue;
 			}
-			if (redisGetReply(c, &vr) != REDIS_OK || vr == NULL)
+			if (redisGetReply(c, &vr) != REDIS_OK || vr == NULL) {
+				emap_free(&types);
 				return -1;
+			}
 			r = vr;
 			e->obs_present = 0;
 			e->obs_v = 0;
@@ -1184,8 +1194,7 @@ static int read_back(redisContext *c, emap *m)
 			freeReplyObject(r);
 		}
 	}
-	free(types.v);
-	free(types.slots);
+	emap_free(&types);
 	return 0;
 }
 
@@ -1494,8 +1503,7 @@ static void check_final(redisContext *c, const char *path)
 			printf("     %s: now %s\n", line, got[0] ? got : "?");
 	}
 	fclose(f);
-	free(types.v);
-	free(types.slots);
+	emap_free(&types);
 	check(bad == 0, "point %u: all %ld values settled by earlier points "
 	      "read the same (%ld differ)", g_point, n, bad);
 }
@@ -1563,63 +1571,91 @@ static void check_load_replies(logs *L)
 	      "model's", g_point, n);
 }
 
+static void logs_free(logs *L)
+{
+	for (int i = 0; i < NC; i++)
+		free(L->ops[i].v);
+	emap_free(&L->ents);
+}
+
+static int verify_crash(logs *L, redisContext *c);
+static int verify_backup(logs *L, long n);
+
 static int do_verify(void)
 {
 	logs L;
-	long lo[NC], hi[NC];
-	char path[4096];
-	redisContext *c;
-	feas f;
+	redisContext *c = NULL;
+	int rc = 2;
 
-	if (read_logs(&L) != 0)
-		return 2;
-	check_load_replies(&L);
-	c = connect_to(0);
-	if (c == NULL)
-		return 1;
-	if (read_back(c, &L.ents) != 0) {
-		check(0, "tallyd answers every read");
-		return 1;
+	if (read_logs(&L) == 0) {
+		check_load_replies(&L);
+		c = connect_to(0);
+		rc = c ? verify_crash(&L, c) : 1;
 	}
-	for (int i = 0; i < NC; i++) {
-		lo[i] = L.acked[i];
-		hi[i] = (long)L.ops[i].n;
-	}
-	check_prefixes(c, &L, lo, hi, "");
-	/* exactly once: the token connections, retried, hold every op */
-	retry_tokens(c, &L, TOKC);
-	retry_tokens(c, &L, HTTPC);
-	if (read_back(c, &L.ents) != 0) {
-		check(0, "tallyd answers every read");
-		return 1;
-	}
-	for (int i = TOKC; i <= HTTPC; i++) {
-		feasible(&L, i, hi[i], hi[i], &f);
-		check(f.first >= 0, "point %u: conn %d: after the retries its "
-		      "objects hold each of its %zu ops exactly once", g_point,
-		      i, L.ops[i].n);
-	}
-	path_of(path, sizeof path, "%s/final.log", g_dir);
-	check_final(c, path);
-	if (write_final(c, &L, path) != 0)
-		check(0, "point %u: final values recorded", g_point);
-	redisFree(c);
+	if (c)
+		redisFree(c);
+	logs_free(&L);
 	printf("verify point %u: %d passed, %d failed\n", g_point, g_pass,
 	       g_fail);
-	return g_fail ? 1 : 0;
+	return rc ? rc : g_fail ? 1 : 0;
 }
 
 static int do_verify_backup(long n)
 {
 	logs L;
+	int rc = read_logs(&L) == 0 ? verify_backup(&L, n) : 2;
+
+	logs_free(&L);
+	printf("verify backup %ld of point %u: %d passed, %d failed\n", n,
+	       g_point, g_pass, g_fail);
+	return rc ? rc : g_fail ? 1 : 0;
+}
+
+/* After the restart: prefixes, token retries, earlier points. */
+static int verify_crash(logs *L, redisContext *c)
+{
+	long lo[NC], hi[NC];
+	char path[4096];
+	feas f;
+
+	if (read_back(c, &L->ents) != 0) {
+		check(0, "tallyd answers every read");
+		return 1;
+	}
+	for (int i = 0; i < NC; i++) {
+		lo[i] = L->acked[i];
+		hi[i] = (long)L->ops[i].n;
+	}
+	check_prefixes(c, L, lo, hi, "");
+	/* exactly once: the token connections, retried, hold every op */
+	retry_tokens(c, L, TOKC);
+	retry_tokens(c, L, HTTPC);
+	if (read_back(c, &L->ents) != 0) {
+		check(0, "tallyd answers every read");
+		return 1;
+	}
+	for (int i = TOKC; i <= HTTPC; i++) {
+		feasible(L, i, hi[i], hi[i], &f);
+		check(f.first >= 0, "point %u: conn %d: after the retries its "
+		      "objects hold each of its %zu ops exactly once", g_point,
+		      i, L->ops[i].n);
+	}
+	path_of(path, sizeof path, "%s/final.log", g_dir);
+	check_final(c, path);
+	if (write_final(c, L, path) != 0)
+		check(0, "point %u: final values recorded", g_point);
+	return 0;
+}
+
+/* A tallyd on backup n: prefixes within the backup's bounds. */
+static int verify_backup(logs *L, long n)
+{
 	long lo[NC], hi[NC];
 	char path[4096], line[1024];
 	redisContext *c;
 	FILE *f;
 	int found = 0;
 
-	if (read_logs(&L) != 0)
-		return 2;
 	path_of(path, sizeof path, "%s/p%u/backups.log", g_dir, g_point);
 	f = fopen(path, "r");
 	if (f == NULL) {
@@ -1637,8 +1673,8 @@ static int do_verify_backup(long n)
 			p = end;
 			hi[i] = strtol(p, &end, 10);
 			p = end;
-			if (hi[i] > (long)L.ops[i].n)
-				hi[i] = (long)L.ops[i].n;
+			if (hi[i] > (long)L->ops[i].n)
+				hi[i] = (long)L->ops[i].n;
 		}
 		found = 1;
 	}
@@ -1650,16 +1686,15 @@ static int do_verify_backup(long n)
 	c = connect_to(0);
 	if (c == NULL)
 		return 1;
-	if (read_back(c, &L.ents) != 0) {
+	if (read_back(c, &L->ents) != 0) {
 		check(0, "the backup's tallyd answers every read");
+		redisFree(c);
 		return 1;
 	}
 	snprintf(path, sizeof path, " backup %ld", n);
-	check_prefixes(c, &L, lo, hi, path);
+	check_prefixes(c, L, lo, hi, path);
 	redisFree(c);
-	printf("verify backup %ld of point %u: %d passed, %d failed\n", n,
-	       g_point, g_pass, g_fail);
-	return g_fail ? 1 : 0;
+	return 0;
 }
 
 int main(int argc, char **argv)

@@ -14,8 +14,9 @@
 #     re-sending some (RESP: likes, unlikes, views; HTTP: counter
 #     increments); a thread taking TALLY.BACKUP checkpoints. Every op is on
 #     file before it is sent, every reply after it came.
-#  2. kill -9 after a random delay (0..1.5 s after the first
-#     acknowledgement), restart on the same folder.
+#  2. kill -9 after a random delay (0..1.5 s after the first acknowledged
+#     write; on odd points after the first acknowledged backup), restart
+#     on the same folder.
 #  3. crash_driver verify: per connection, some prefix of its ops between
 #     the acknowledged ones and the sent ones explains every value read
 #     back; the shared counter fits; COUNT == members found by HAS; the
@@ -120,9 +121,16 @@ for ((p = 1; p <= POINTS; p++)); do
 	"$DRIVER" load "$T_RESP" "$T_HTTP" "$WORK" "$p" "$pseed" 60 >"$WORK/load.$p.out" 2>&1 &
 	lpid=$!
 	BG_PIDS+=("$lpid")
-	# the random delay runs from the first acknowledgement
+	# The random delay runs from the first acknowledged write; on odd
+	# points from the first acknowledged backup, so that at least every
+	# other point has a backup to check whatever a checkpoint costs.
+	if ((p % 2)); then
+		first="^B" firstf=$WORK/p$p/backups.log what="backup"
+	else
+		first="^A" firstf=$WORK/p$p/c0.log what="ack"
+	fi
 	deadline=$((SECONDS + 60))
-	until grep -q '^A' "$WORK/p$p/c0.log" 2>/dev/null; do
+	until grep -q "$first" "$firstf" 2>/dev/null; do
 		if [ $SECONDS -ge $deadline ] || ! kill -0 "$lpid" 2>/dev/null; then
 			break
 		fi
@@ -130,7 +138,7 @@ for ((p = 1; p <= POINTS; p++)); do
 	done
 	sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 	kill9_tallyd
-	assert_eq "point $p: tallyd killed by SIGKILL $delay ms after the first ack" "137" "$T_EXIT"
+	assert_eq "point $p: tallyd killed by SIGKILL $delay ms after the first $what" "137" "$T_EXIT"
 	wait_bg "$lpid" 60 "point $p: the load"
 	report "$WORK/load.$p.out"
 	assert_eq "point $p: load exits 0" "0" "$WAIT_RC"
