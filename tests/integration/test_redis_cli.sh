@@ -369,7 +369,7 @@ assert_match "HELLO without a version answers in the current protocol (2)" \
 section "TALLY.BACKUP (and a tallyd started on the backup has the data)"
 assert_eq "BACKUP" "OK" "$(rcli tally.backup "$TMP/backup")"
 assert_ok "backup folder exists" test -d "$TMP/backup"
-assert_match "BACKUP to an existing folder is an error" '^\(error\) ERR backup to' \
+assert_match "BACKUP to an existing folder is an error" '^\(error\) ERR backup folder .* already exists' \
 	"$(rcn tally.backup "$TMP/backup")"
 
 # -------------------------------------------------------------------------
