@@ -886,28 +886,49 @@ static void cmd_tshards(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		            "shards");
 }
 
-/* The checkpoint is taken on this I/O thread: its other clients wait
- * for it (a memtable flush and hard links); the other threads serve on. */
+typedef struct backup_job {
+	tally *t;
+	char path[SRV_BACKUP_PATH_MAX + 1];
+} backup_job;
+
+/* Runs on a pool thread when the network layer can offload it: a
+ * checkpoint flushes memtables and links files, which may take seconds,
+ * and the loop's other clients must not wait for it. */
+static void backup_run(void *arg, rbuf *out)
+{
+	backup_job *j = arg;
+	int rc = tally_backup(j->t, j->path);
+
+	if (rc == TALLY_OK)
+		reply_status(out, "OK");
+	else if (rc == TALLY_EIO)
+		reply_errorf(out, "ERR backup to '%.200s' failed: the folder "
+		             "must not exist and its parent must be writable",
+		             j->path);
+	else
+		cmd_reply_tally_error(out, rc);
+	free(j);
+}
+
 static void cmd_tbackup(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
-	char path[SRV_BACKUP_PATH_MAX + 1], err[512];
-	int rc;
+	char err[512];
+	backup_job *j = malloc(sizeof *j);
 
 	(void)argc;
-	if (backup_target(&c->s->cfg, argv[1], lens[1], path, sizeof path, err,
-	                  sizeof err) != 0) {
+	if (j == NULL) {
+		reply_error(c->out, "ERR out of memory");
+		return;
+	}
+	j->t = c->s->t;
+	if (backup_target(&c->s->cfg, argv[1], lens[1], j->path,
+	                  sizeof j->path, err, sizeof err) != 0) {
+		free(j);
 		reply_error(c->out, err);
 		return;
 	}
-	rc = tally_backup(c->s->t, path);
-	if (rc == TALLY_OK)
-		reply_status(c->out, "OK");
-	else if (rc == TALLY_EIO)
-		reply_errorf(c->out, "ERR backup to '%.200s' failed: the folder "
-		             "must not exist and its parent must be writable",
-		             path);
-	else
-		cmd_reply_tally_error(c->out, rc);
+	if (c->offload == NULL || c->offload(c->conn, backup_run, j) != 0)
+		backup_run(j, c->out);
 }
 
 /* ---- the table ----------------------------------------------------------------- */

@@ -15,7 +15,10 @@
  *  4. A connection is freed only when its socket is closed and no slot is
  *     owed: the committer may still hold slot pointers after a close.
  *  5. Memory per client is bounded: at most max_pending owed replies (then
- *     reading pauses) and max_output bytes of output (then it is closed). */
+ *     reading pauses) and max_output bytes of output (then it is closed).
+ *  6. A command that may block (TALLY.BACKUP) runs on libuv's pool with an
+ *     owed slot of its own; its connection runs nothing more until it is
+ *     done, the loop's other connections carry on. */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -88,6 +91,7 @@ struct conn {
 	size_t owed;              /* slots not complete */
 	resp_cmd deferred;        /* a read waiting for owed writes */
 	int has_deferred;
+	int offloaded;            /* a command runs on the pool (point 6) */
 	int reading;
 	int closed;               /* uv_close called */
 	int dead;                 /* socket closed: free when owed == 0 */
@@ -100,7 +104,10 @@ struct conn {
 };
 
 static void conn_close(conn *c);
+static void conn_free(conn *c);
 static void conn_flush(conn *c);
+static void slots_flush(conn *c);
+static void worker_maybe_exit(worker *w);
 static void resp_process(conn *c);
 static void http_process(conn *c);
 
@@ -204,6 +211,87 @@ static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
 		c->owed--;
 	}
 	return TALLY_OK;
+}
+
+/* ---- commands run on the pool (design note, point 6) ------------------------ */
+
+typedef struct offload_job {
+	uv_work_t req;
+	slot *sl;
+	void (*fn)(void *arg, rbuf *out);
+	void *arg;
+	rbuf out;
+} offload_job;
+
+static void offload_work(uv_work_t *req)
+{
+	offload_job *j = req->data;
+
+	j->fn(j->arg, &j->out);
+}
+
+static void offload_done(uv_work_t *req, int status)
+{
+	offload_job *j = req->data;
+	slot *sl = j->sl;
+	conn *c = sl->c;
+	worker *w = c->w;
+
+	/* Nothing cancels pool work, so status is 0; should that change,
+	 * the client still gets an answer. */
+	if (status != 0) {
+		j->out.len = 0;
+		reply_error(&j->out, "ERR the command was cancelled");
+	}
+	if (j->out.len > 0 && j->out.data[0] == '-')
+		atomic_fetch_add(&w->st->command_errors_total, 1);
+	sl->text = j->out.data;
+	sl->text_len = j->out.len;
+	sl->ready = 1;
+	free(j);
+	c->owed--;
+	c->offloaded = 0;
+	if (c->dead) {
+		slots_flush(c);
+		if (c->owed == 0 && !c->http_busy)
+			conn_free(c);
+		worker_maybe_exit(w);
+		return;
+	}
+	resp_process(c);
+}
+
+static int conn_offload(void *cp, void (*fn)(void *arg, rbuf *out),
+                        void *arg)
+{
+	conn *c = cp;
+	offload_job *j = calloc(1, sizeof *j);
+	slot *sl = calloc(1, sizeof *sl);
+
+	if (j == NULL || sl == NULL) {
+		free(j);
+		free(sl);
+		return -1;
+	}
+	sl->c = c;
+	j->sl = sl;
+	j->fn = fn;
+	j->arg = arg;
+	j->req.data = j;
+	rbuf_init(&j->out, 0, c->cl.proto);
+	if (uv_queue_work(&c->w->loop, &j->req, offload_work,
+	                  offload_done) != 0) {
+		rbuf_free(&j->out);
+		free(j);
+		free(sl);
+		return -1;
+	}
+	/* Linked only now, as in conn_submit: offload_done runs on this
+	 * loop, after this returns. */
+	slot_link(c, sl);
+	c->owed++;
+	c->offloaded = 1;
+	return 0;
 }
 
 static void slot_format(conn *c, slot *sl)
@@ -479,7 +567,7 @@ static void resp_dispatch(conn *c, resp_cmd *cmd)
 	worker *w = c->w;
 	int queued = c->head != NULL;
 	cmd_ctx ctx = { w->s, &c->cl, queued ? &w->scratch : &c->out, c,
-	                conn_submit };
+	                conn_submit, conn_offload };
 
 	w->scratch.len = 0;
 	w->scratch.overflow = 0;
@@ -547,6 +635,8 @@ static void resp_process(conn *c)
 		resp_cmd cmd;
 		int rc;
 
+		if (c->offloaded)
+			break;
 		if (c->has_deferred) {
 			if (c->owed > 0)
 				break;
@@ -570,8 +660,8 @@ static void resp_process(conn *c)
 		}
 		resp_dispatch(c, &cmd);
 	}
-	reading_set(c, !c->has_deferred && !c->cl.close_after &&
-	            c->nslots < max_pending);
+	reading_set(c, !c->has_deferred && !c->offloaded &&
+	            !c->cl.close_after && c->nslots < max_pending);
 	conn_flush(c);
 }
 

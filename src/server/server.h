@@ -110,6 +110,13 @@ typedef struct cmd_ctx {
 	 * place in the output is fixed now. 0, or a TALLY_E* code (nothing
 	 * was queued; the handler replies with the error). */
 	int (*submit)(void *conn, const tally_write *w, size_t n, int fmt);
+	/* Run fn(arg, out) on a pool thread, for work that may block (a
+	 * backup); out becomes this command's reply, in its place, and the
+	 * client's next command waits for it. 0: fn will be called once (it
+	 * owns arg). -1: nothing was queued, the handler answers. NULL: the
+	 * handler runs such work itself. */
+	int (*offload)(void *conn, void (*fn)(void *arg, rbuf *out),
+	               void *arg);
 } cmd_ctx;
 
 /* Run one command (argv[0] is its name). */

@@ -177,8 +177,54 @@ assert_eq "the server serves on" "$((before + 1))" "$(rcli INCRBY served 1)"
 assert_eq "no failed backup left a folder" "no" \
 	"$([ -e "$TMP/none" ] || [ -e "/proc/tally-backup-$$" ] && echo yes || echo no)"
 
-section "tally backup offline, once tallyd is stopped"
+section "a backup does not hold up the other clients of its I/O thread"
 stop_and_check
+start_tallyd "$TMP/data4" --threads 1
+mkdir -p "$TMP/pl"
+NPL=30
+resp_cmd() { # ARG...: one command in RESP
+	local a
+	printf '*%d\r\n' $#
+	for a in "$@"; do printf '$%d\r\n%s\r\n' ${#a} "$a"; done
+}
+exec 4<>"/dev/tcp/127.0.0.1/$T_RESP" 5<>"/dev/tcp/127.0.0.1/$T_RESP"
+resp_cmd AUTH "$T_PASS" >&4
+read -r -t 20 line <&4 || line=""
+assert_eq "a second client is connected" "+OK" "${line%$'\r'}"
+# One pipeline, sent at once: 7 writes, the backups, one more write. Were
+# the backups run on the loop, all of them would be written before the loop
+# read anything from the other client.
+{
+	resp_cmd AUTH "$T_PASS"
+	for ((i = 1; i <= 7; i++)); do resp_cmd INCRBY pl 1; done
+	for ((i = 1; i <= NPL; i++)); do resp_cmd TALLY.BACKUP "$TMP/pl/d$i"; done
+	resp_cmd INCRBY pl 1
+} >&5
+for ((i = 0; i < 3000; i++)); do
+	[ -d "$TMP/pl/d1" ] && break
+	sleep 0.01
+done
+resp_cmd PING >&4
+read -r -t 20 line <&4 || line=""
+done_n=$(find "$TMP/pl" -mindepth 1 -maxdepth 1 -name 'd*' | wc -l)
+assert_eq "a PING sent once the first backup is written is answered" \
+	"+PONG" "${line%$'\r'}"
+assert_int_cmp "... before the pipeline's $NPL backups are all written" \
+	"$done_n" -lt "$NPL"
+say "     ($done_n of $NPL backups were written when the PING was answered)"
+replies=$(timeout 120 head -n $((9 + NPL)) <&5 | tr -d '\r' || true)
+assert_eq "the pipeline's replies, in order" \
+	"$(printf '+OK\n'; for ((i = 1; i <= 7; i++)); do printf ':%d\n' $i; done
+	   for ((i = 1; i <= NPL; i++)); do printf '+OK\n'; done; printf ':8')" \
+	"$replies"
+exec 4>&- 5>&-
+stop_and_check
+start_tallyd "$TMP/pl/d$NPL"
+assert_eq "the last backup holds the writes before it in the pipeline, not the one after" \
+	"7" "$(rcli GET pl)"
+stop_and_check
+
+section "tally backup offline, once tallyd is stopped"
 out=$(timeout 120 "$CLI" backup --data "$DATA" "$TMP/bk.off" 2>&1) || true
 assert_contains "tally backup writes the copy itself" "$out" \
 	"backup of $DATA written to $TMP/bk.off"
