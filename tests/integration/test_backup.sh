@@ -181,7 +181,7 @@ section "a backup does not hold up the other clients of its I/O thread"
 stop_and_check
 start_tallyd "$TMP/data4" --threads 1
 mkdir -p "$TMP/pl"
-NPL=30
+NPL=100
 resp_cmd() { # ARG...: one command in RESP
 	local a
 	printf '*%d\r\n' $#
@@ -218,7 +218,25 @@ assert_eq "the pipeline's replies, in order" \
 	   for ((i = 1; i <= NPL; i++)); do printf '+OK\n'; done; printf ':8')" \
 	"$replies"
 exec 4>&- 5>&-
-stop_and_check
+# A client that goes away with backups owed, and a SIGTERM during backups.
+exec 5<>"/dev/tcp/127.0.0.1/$T_RESP"
+{
+	resp_cmd AUTH "$T_PASS"
+	for ((i = 1; i <= NPL; i++)); do resp_cmd TALLY.BACKUP "$TMP/pl/gone$i"; done
+} >&5
+exec 5>&-
+assert_eq "a client gone with backups owed leaves tallyd serving" "PONG" "$(rcli PING)"
+exec 5<>"/dev/tcp/127.0.0.1/$T_RESP"
+{
+	resp_cmd AUTH "$T_PASS"
+	for ((i = 1; i <= NPL; i++)); do resp_cmd TALLY.BACKUP "$TMP/pl/term$i"; done
+} >&5
+for ((i = 0; i < 3000; i++)); do
+	[ -d "$TMP/pl/term1" ] && break
+	sleep 0.01
+done
+stop_and_check   # SIGTERM with backups under way: exit 0, clean log
+exec 5>&-
 start_tallyd "$TMP/pl/d$NPL"
 assert_eq "the last backup holds the writes before it in the pipeline, not the one after" \
 	"7" "$(rcli GET pl)"
