@@ -136,6 +136,9 @@ stop_and_check
 assert_match "the debug-level log has lines" "tallyd" "$(cat "$T_LOG")"
 assert_not_contains "the log holds no password" "$(cat "$T_LOG")" "$PASS_W"
 assert_not_contains "the log holds no guess" "$(cat "$T_LOG")" "$GUESS"
+# RocksDB writes its own LOG and OPTIONS files into the data folder.
+assert_eq "no file of the data folder holds the password" "" \
+	"$(grep -rlF -- "$PASS_W" "$DATA" || true)"
 
 section "--requirepass-file"
 PWFILE=$TMP/password
