@@ -82,10 +82,11 @@ say "samples (s:RSS KiB:WAL KiB): $samples"
 # must not grow by more than 8 MiB. A leak of 100 bytes per operation, or
 # of a 64 KiB buffer per reconnect, grows it by more than that within 20 s.
 # Under ASan freed memory is held in a quarantine (256 MiB) before reuse,
-# which RSS shows as growth: the bound is widened by that much, and its
-# LeakSanitizer checks tallyd's exit instead.
+# which RSS shows as growth (measured: +88 MiB between the thirds of a
+# 60 s soak): the bound is widened past it, with room for ASan's own
+# metadata, and LeakSanitizer checks tallyd's exit instead.
 BOUND_KIB=$((8 * 1024))
-[ "$ASAN" -eq 1 ] && BOUND_KIB=$((BOUND_KIB + 256 * 1024))
+[ "$ASAN" -eq 1 ] && BOUND_KIB=$((BOUND_KIB + 320 * 1024))
 verdict=$(awk -v S="$SOAK_S" '
 	$1 == "rss" && $2 >= S / 3 && $2 < 2 * S / 3 { m += $3 - 2 * $4; mr += $3; mn++ }
 	$1 == "rss" && $2 >= 2 * S / 3 { l += $3 - 2 * $4; lr += $3; ln++ }
