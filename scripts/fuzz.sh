@@ -7,7 +7,7 @@
 #                 each harness grew (corpus/<harness>), the logs
 #                 (logs/<harness>.log) and any crash, leak or timeout input
 #                 (artifacts/<harness>/).
-#   FUZZ_TARGETS  harnesses to run (default: all five).
+#   FUZZ_TARGETS  harnesses to run (default: all six).
 #   FUZZ_JOBS     build parallelism (default: nproc).
 # Exits non-zero if a harness found a crash, a leak, a timeout or ran out of
 # memory; the input that did it is in artifacts/ and the report in the log.
@@ -20,7 +20,7 @@ case $SECONDS_EACH in
 '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
 esac
 BUILD=${FUZZ_BUILD:-build-fuzz}
-TARGETS=${FUZZ_TARGETS:-"resp http record keys import"}
+TARGETS=${FUZZ_TARGETS:-"resp commands http record keys import"}
 JOBS=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 CC=clang cmake -S . -B "$BUILD" -DTALLY_FUZZ=ON \
@@ -32,7 +32,7 @@ cmake --build "$BUILD" -j "$JOBS" --target fuzzers >/dev/null
 # those fuzzers on the formats' edges.
 max_len() {
 	case $1 in
-	resp | http) echo 8192 ;;
+	resp | commands | http) echo 8192 ;;
 	import) echo 4096 ;;
 	*) echo 256 ;;
 	esac
