@@ -159,7 +159,7 @@ static int config_check(const srv_config *c)
 static int password_from_file(srv_config *c)
 {
 	char buf[SRV_PASSWORD_MAX + 2];
-	size_t n;
+	size_t n, line = 0;
 	FILE *f;
 
 	if (c->requirepass != NULL) {
@@ -174,16 +174,25 @@ static int password_from_file(srv_config *c)
 		return -1;
 	}
 	n = fread(buf, 1, sizeof buf - 1, f);
+	if (ferror(f)) {
+		fprintf(stderr, "tallyd: --requirepass-file %s: cannot read "
+		        "it\n", c->requirepass_file);
+		fclose(f);
+		return -1;
+	}
 	fclose(f);
-	buf[n] = '\0';
-	n = strcspn(buf, "\r\n");
-	if (n > SRV_PASSWORD_MAX || strlen(buf) < n) {
+	/* The first line, by bytes: a NUL inside would cut the password
+	 * short without a word, so it is refused like an overlong line. */
+	while (line < n && buf[line] != '\n' && buf[line] != '\r')
+		line++;
+	if (line > SRV_PASSWORD_MAX || memchr(buf, '\0', line) != NULL) {
+		memset(buf, 0, sizeof buf);
 		fprintf(stderr, "tallyd: --requirepass-file %s: the password "
-		        "must be one line of at most %d bytes\n",
+		        "must be one line of at most %d bytes, without NUL\n",
 		        c->requirepass_file, SRV_PASSWORD_MAX);
 		return -1;
 	}
-	buf[n] = '\0';
+	buf[line] = '\0';
 	c->requirepass = strdup(buf);
 	memset(buf, 0, sizeof buf);
 	if (c->requirepass == NULL) {

@@ -200,6 +200,9 @@ refused "--requirepass-file of an empty file" "must not be empty" \
 head -c 5000 /dev/zero | tr '\0' 'a' >"$TMP/long"
 refused "--requirepass-file of a 5000-byte line" "at most 4096 bytes" \
 	--requirepass-file "$TMP/long"
+printf 'abc\0def\n' >"$TMP/nul"
+refused "--requirepass-file with a NUL in its line" "without NUL" \
+	--requirepass-file "$TMP/nul"
 assert_eq "no refused tallyd made a data folder" "no" \
 	"$([ -e "$TMP/never" ] && echo yes || echo no)"
 
