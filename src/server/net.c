@@ -18,7 +18,10 @@
  *     reading pauses) and max_output bytes of output (then it is closed).
  *  6. A command that may block (TALLY.BACKUP) runs on libuv's pool with an
  *     owed slot of its own; its connection runs nothing more until it is
- *     done, the loop's other connections carry on. */
+ *     done, the loop's other connections carry on.
+ *  7. A connection runs at most CMDS_PER_TURN commands at a time; the rest
+ *     of its pipeline waits (reading paused) for the loop's idle turn,
+ *     after the other clients' pending I/O. */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
