@@ -47,7 +47,12 @@ int rocks_err(char *err)
 	int rc = TALLY_EIO;
 
 	assert(err != NULL);
-	if (strstr(err, "lock") || strstr(err, "LOCK"))
+	/* RocksDB's text when another process holds the folder's LOCK file
+	 * ("While lock file: DIR/LOCK: ...", or "lock hold by current
+	 * process" within one process); matched whole, since the folder's
+	 * own path may contain "lock". */
+	if (strstr(err, "While lock file: ") != NULL ||
+	    strstr(err, "lock hold by current process") != NULL)
 		rc = TALLY_EBUSY;
 	else if (strstr(err, "Corruption"))
 		rc = TALLY_ECORRUPT;
