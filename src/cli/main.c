@@ -18,6 +18,9 @@ static void version(void)
 
 /* The value of a global option at argv[*i]; NULL (after printing why) when
  * it is missing. */
+/* -a's value, copied off the command line (freed at the end of main). */
+static char *password_copy;
+
 static const char *global_value(int argc, char **argv, int *i)
 {
 	if (*i + 1 < argc && strlen(argv[*i + 1]) <= CLI_ARG_LEN_MAX)
@@ -27,8 +30,8 @@ static const char *global_value(int argc, char **argv, int *i)
 	return NULL;
 }
 
-/* One global option at argv[*i]. Returns CLI_OK, CLI_USAGE, or -1 when
- * the option was --help/--version and the program is done. */
+/* One global option at argv[*i]. Returns CLI_OK, CLI_USAGE, CLI_ERR, or
+ * -1 when the option was --help/--version and the program is done. */
 static int global_option(cli_ctx *ctx, int argc, char **argv, int *i)
 {
 	const char *o = argv[*i], *v;
@@ -58,8 +61,18 @@ static int global_option(cli_ctx *ctx, int argc, char **argv, int *i)
 		return CLI_USAGE;
 	if (o[1] == 'h')
 		ctx->host = v;
-	else if (o[1] == 'a')
-		ctx->password = v;
+	else if (o[1] == 'a') {
+		/* Everyone on the machine can read a command line (ps): keep
+		 * a copy and wipe the original, as tallyd does. */
+		free(password_copy);
+		password_copy = strdup(v);
+		if (password_copy == NULL) {
+			fprintf(stderr, "tally: out of memory\n");
+			return CLI_ERR;
+		}
+		memset(argv[*i], 0, strlen(argv[*i]));   /* v is argv[*i] */
+		ctx->password = password_copy;
+	}
 	else if (cli_arg_u64("PORT", v, 1, 65535, &port) != CLI_OK)
 		return CLI_USAGE;
 	else
@@ -110,14 +123,16 @@ int main(int argc, char **argv)
 {
 	cli_ctx ctx = { .host = CLI_DEFAULT_HOST, .port = CLI_DEFAULT_PORT,
 	                .password = getenv("TALLY_PASSWORD") };
-	int i = 1;
+	int i = 1, rc = CLI_OK;
 
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		int rc = global_option(&ctx, argc, argv, &i);
-		if (rc != CLI_OK)
-			return rc < 0 ? CLI_OK : rc;
-	}
-	if (i >= argc)
-		return cli_usage_error(NULL, "no command given");
-	return run_command(&ctx, argc - i, argv + i);
+	for (; i < argc && argv[i][0] == '-' && rc == CLI_OK; i++)
+		rc = global_option(&ctx, argc, argv, &i);
+	if (rc != CLI_OK)
+		rc = rc < 0 ? CLI_OK : rc;
+	else if (i >= argc)
+		rc = cli_usage_error(NULL, "no command given");
+	else
+		rc = run_command(&ctx, argc - i, argv + i);
+	free(password_copy);
+	return rc;
 }

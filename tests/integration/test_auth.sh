@@ -174,6 +174,26 @@ assert_not_contains "the password is on no command line" \
 	"$(tr '\0' ' ' <"/proc/$T_PID/cmdline")" "$PASS_W"
 stop_and_check
 
+section "tally -a: the password leaves the CLI's command line too"
+# A listener that accepts and never answers holds the CLI in its AUTH.
+SINK=$(pick_port)
+perl -MIO::Socket::INET -e '
+	my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1",
+		LocalPort => $ARGV[0], Listen => 5, ReuseAddr => 1) or exit 1;
+	my $c = $s->accept; sleep 30' "$SINK" &
+BG_PIDS+=("$!")
+sleep 0.5
+# No timeout wrapper: its own command line would hold the password. The
+# CLI's reply timeout, the sink's 30 s and the cleanup each bound it.
+"$BUILD_DIR/tally" -p "$SINK" -a "$PASS_W" ping >/dev/null 2>&1 &
+CLI_PID=$!
+BG_PIDS+=("$CLI_PID")
+sleep 1
+cmdline=$(tr '\0' ' ' <"/proc/$CLI_PID/cmdline" 2>/dev/null || true)
+assert_contains "the CLI is waiting with -a on its command line" "$cmdline" " -a "
+assert_not_contains "... and without the password" "$cmdline" "$PASS_W"
+_kill_pid "$CLI_PID"
+
 section "protected mode and bad password flags"
 # Each must exit at once with code 2 and a message; if one started
 # instead, timeout ends it and the test fails.
