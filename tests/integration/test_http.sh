@@ -265,20 +265,25 @@ body=$(curl -s --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: a
 assert_eq "POST /v1/events with a chunked body" '{"count":1}' "$body"
 
 section "200 connections of random bytes"
+# Each starts with a byte no method may hold, so the server must answer 400
+# and close: `cat` ending by itself (not by its timeout) shows it did. The
+# bounds are wide because 200 shells start at once on a loaded machine.
 for ((i = 0; i < 200; i++)); do
-	head -c $((1 + RANDOM % 4096)) /dev/urandom >"$TMP/garbage.$i"
+	{ printf '\001'; head -c $((RANDOM % 4096)) /dev/urandom; } >"$TMP/garbage.$i"
 done
 gpids=()
 for ((i = 0; i < 200; i++)); do
-	timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 0
+	timeout 60 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 0
 		cat "$2" >&3 2>/dev/null
-		timeout 2 cat <&3 >/dev/null 2>&1
+		timeout 30 cat <&3 >/dev/null 2>&1
+		rc=$?
+		[ "$rc" -eq 124 ] && exit 124
 		exit 0' _ "$T_HTTP" "$TMP/garbage.$i" &
 	gpids+=($!)
 done
 grc=0
 for pid in "${gpids[@]}"; do wait "$pid" || grc=$?; done
-assert_eq "every garbage connection was answered or closed within 5 s" "0" "$grc"
+assert_eq "every garbage connection was answered and closed by the server" "0" "$grc"
 assert_alive "tallyd survived the garbage"
 http GET /v1/counters/hits
 assert_http "and still answers" 200 '"value":11'
