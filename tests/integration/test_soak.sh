@@ -91,7 +91,7 @@ say "samples (s:RSS KiB:WAL KiB): $samples"
 # quarantine (its allocator's own bookkeeping: measured +20 MiB between
 # the thirds of a 60 s soak at 3300 ops/s, while the normal build grew
 # 0.3 MiB in 10 minutes): the bound is widened to 136 MiB, which still
-# catches a leak of a kilobyte per operation, and LeakSanitizer checks
+# catches a leak of 2 KiB per operation, and LeakSanitizer checks
 # tallyd's exit for the rest.
 BOUND_KIB=$((8 * 1024))
 [ "$ASAN" -eq 1 ] && BOUND_KIB=$((BOUND_KIB + 128 * 1024))
