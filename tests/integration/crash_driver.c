@@ -670,6 +670,7 @@ static conn_state g_conns[NC];
 static double g_end;
 static uint64_t g_seed;
 static _Atomic int g_stop;
+static _Atomic int g_dead;        /* a connection saw tallyd go away */
 static _Atomic long g_backups_done;
 static _Atomic int g_backup_inflight, g_type_inflight;
 static int g_types_full;  /* tallyd's type table is nearly full: create none */
@@ -815,8 +816,10 @@ static void http_loop(conn_state *cs)
 		fputs(line, cs->log);
 		fflush(cs->log);
 		atomic_fetch_add(&cs->sent, 1);
-		if (http_incr(&h, o, &got) != 0)
+		if (http_incr(&h, o, &got) != 0) {
+			atomic_store(&g_dead, 1);
 			break;
+		}
 		o->acked = 1;
 		o->rtype = got.rtype;
 		o->reply = got.reply;
@@ -906,8 +909,10 @@ static void *conn_thread(void *arg)
 		}
 		if (type_batch)
 			atomic_store(&g_type_inflight, 1);
-		if (run_batch(cs, c, from) != 0)
+		if (run_batch(cs, c, from) != 0) {
+			atomic_store(&g_dead, 1);
 			break;
+		}
 		atomic_store(&g_type_inflight, 0);
 	}
 	redisFree(c);
@@ -930,6 +935,9 @@ static void *backup_thread(void *arg)
 		double t0;
 
 		usleep((useconds_t)(100000 + rnd(&rng, 700000)));
+		/* none after the kill: it would not be in flight at the kill */
+		if (atomic_load(&g_dead))
+			break;
 		n++;
 		path_of(dir, sizeof dir, "%s/bk/p%u_%ld", g_dir, g_point, n);
 		for (int i = 0; i < NC; i++)
