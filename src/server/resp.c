@@ -165,11 +165,13 @@ static int find_line(resp_parser *p, char term, size_t line_max,
 		}
 		p->scan = stop;
 	}
-	if (avail > line_max) return fail(p, toobig);
-	/* Every byte buffered belongs to this command's unfinished line. */
-	if (too_big(p, p->len, 0)) {
+	/* Bytes [cur, stop) belong to this command's unfinished line. The
+	 * request limit is judged on them before the line's own limit, so
+	 * the error does not depend on how the bytes were split. */
+	if (too_big(p, stop, 0)) {
 		return fail(p, "Protocol error: too big request");
 	}
+	if (avail > line_max) return fail(p, toobig);
 	return RESP_AGAIN;
 }
 
@@ -182,11 +184,13 @@ static int mbulk_line(resp_parser *p, const char *toobig, const char *bad_eol,
 {
 	int rc = find_line(p, '\r', RESP_COUNT_LINE_MAX, toobig, eol);
 	if (rc != RESP_OK) return rc;
-	if (*eol + 1 >= p->len) return RESP_AGAIN;
-	if (p->buf[*eol + 1] != '\n') return fail(p, bad_eol);
+	/* Before the byte after '\r' is looked at: split elsewhere, these
+	 * bytes would have been refused as too big before it arrived. */
 	if (too_big(p, *eol, 2)) {
 		return fail(p, "Protocol error: too big request");
 	}
+	if (*eol + 1 >= p->len) return RESP_AGAIN;
+	if (p->buf[*eol + 1] != '\n') return fail(p, bad_eol);
 	return RESP_OK;
 }
 
