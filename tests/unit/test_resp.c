@@ -543,6 +543,44 @@ static void test_error_too_big_request(void **state)
 	free(want.d);
 }
 
+/* As expect_error(), with all of `in` in one feed (expect_error's "whole"
+ * pass splits it at random). */
+static void expect_error_at_once(const resp_limits *lim, const char *in,
+                                 size_t n, const char *msg)
+{
+	resp_parser *p = resp_parser_create(lim);
+	bytes out = {0};
+	assert_non_null(p);
+	assert_int_equal(resp_parser_feed(p, in, n), RESP_OK);
+	assert_int_equal(drain(p, &out), RESP_ERR);
+	assert_string_equal(resp_parser_error(p), msg);
+	free(out.d);
+	resp_parser_free(p);
+	expect_error(lim, in, n, msg);
+}
+
+/* Found by fuzz_resp: a line longer than request_max got "too big
+ * request" when its bytes came in pieces but the line's own error (a bad
+ * terminator, an over-long count line) when they came at once. The error
+ * must not depend on how the bytes were split. */
+static void test_error_too_big_request_whatever_the_split(void **state)
+{
+	(void)state;
+	const char *msg = "Protocol error: too big request";
+	resp_limits lim = {.request_max = 64};
+	char *s = make_long("*2\r\n$", '1', 100);
+	memcpy(s + 98, "\rX", 2);
+	expect_error_at_once(&lim, s, 100, msg);
+	free(s);
+	lim.request_max = 4096;
+	s = make_long("*1\r\n$", '1', 70000);
+	expect_error_at_once(&lim, s, 70000, msg);
+	free(s);
+	s = make_long("*", '1', 70000);
+	expect_error_at_once(&lim, s, 70000, msg);
+	free(s);
+}
+
 static void test_huge_declared_bulk_not_allocated(void **state)
 {
 	(void)state;
@@ -802,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_error_args_max_exceeded),
 		cmocka_unit_test(test_many_arguments_grow_argv),
 		cmocka_unit_test(test_error_too_big_request),
+		cmocka_unit_test(test_error_too_big_request_whatever_the_split),
 		cmocka_unit_test(test_huge_declared_bulk_not_allocated),
 		cmocka_unit_test(test_fuzz_random_input_never_crashes),
 		cmocka_unit_test(test_reply_bytes_resp2),
