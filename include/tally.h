@@ -416,6 +416,22 @@ TALLY_API int tally_write_async(tally *t, const tally_write *w, tally_write_cb c
                       void *arg);
 
 /**
+ * Queue writes as one atomic group: they are applied in order, in one store
+ * batch, with no other write between them, so after a crash either all of
+ * them are there or none (what Redis's multi-key DEL promises).
+ *
+ * @param ws  n writes; copied, not kept.
+ * @param n   1..batch_ops_max (tally_options; 8192 by default).
+ * @param cb  runs once per write, in order, with that write's result.
+ * @return TALLY_OK (all queued; cb will run n times); or, with nothing
+ *         queued and cb never run: TALLY_EINVAL (n out of range, NULL
+ *         arguments), and any error of tally_write_async() for any write.
+ * Blocks until the queue has room for all n.
+ */
+TALLY_API int tally_write_group_async(tally *t, const tally_write *ws,
+                                      size_t n, tally_write_cb cb, void *arg);
+
+/**
  * Queue a write and wait for it.
  * @param result receives the kind's result; may be NULL.
  * @return as tally_write_async() plus the kind's own errors.

@@ -91,34 +91,62 @@ static void op_bind(eng_op *e)
 	e->op.token = e->op.token_len ? p + e->op.key_len : NULL;
 }
 
-int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg)
+/* Queue n ops as one group: contiguous in the ring, so no other write
+ * falls between them, and never split across batches (batch_take), so the
+ * store applies them in one atomic batch. */
+static int enqueue_group(tally *t, const store_op *ops, size_t n,
+                         tally_write_cb cb, void *arg)
 {
 	size_t cap = t->opt.queue_ops_max;
-	eng_op *e;
-	int rc;
+	size_t i;
+	int rc = TALLY_OK;
 
 	assert(cb != NULL);
-	assert(op->key_len <= TALLY_KEY_MAX && op->token_len <= TALLY_ID_MAX);
+	assert(n >= 1 && n <= t->opt.batch_ops_max && n <= cap);
 	pthread_mutex_lock(&t->qlock);
-	while (t->count == cap && !t->closing && !t->failed)
+	while (cap - t->count < n && !t->closing && !t->failed)
 		pthread_cond_wait(&t->not_full, &t->qlock);
 	if (t->closing || t->failed) {
 		rc = t->closing ? TALLY_ECLOSED : t->fail_err;
 		pthread_mutex_unlock(&t->qlock);
 		return rc;
 	}
-	e = &t->ring[(t->head + t->count) % cap];
-	e->op = *op;
-	e->cb = cb;
-	e->arg = arg;
-	rc = op_copy_bytes(e, op);
-	if (rc == TALLY_OK) {
-		op_bind(e);
-		if (t->count++ == t->busy)
+	for (i = 0; i < n && rc == TALLY_OK; i++) {
+		eng_op *e = &t->ring[(t->head + t->count + i) % cap];
+
+		assert(ops[i].key_len <= TALLY_KEY_MAX &&
+		       ops[i].token_len <= TALLY_ID_MAX);
+		e->op = ops[i];
+		e->cb = cb;
+		e->arg = arg;
+		e->group_pos = (uint32_t)i;
+		e->group_left = (uint32_t)(n - i);
+		rc = op_copy_bytes(e, &ops[i]);
+		if (rc == TALLY_OK)
+			op_bind(e);
+	}
+	if (rc != TALLY_OK) {
+		/* All or nothing: free what the group copied so far. */
+		for (size_t j = 0; j + 1 < i; j++) {
+			eng_op *e = &t->ring[(t->head + t->count + j) % cap];
+
+			free(e->heap);
+			e->heap = NULL;
+		}
+	} else {
+		int was_idle = t->count == t->busy;
+
+		t->count += n;
+		if (was_idle)
 			pthread_cond_signal(&t->not_empty);
 	}
 	pthread_mutex_unlock(&t->qlock);
 	return rc;
+}
+
+int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg)
+{
+	return enqueue_group(t, op, 1, cb, arg);
 }
 
 /* A blocking caller's wait for its own write. */
@@ -326,6 +354,15 @@ static size_t batch_take(tally *t, int *stop)
 	}
 	*stop = t->count == 0 && t->closing;
 	n = t->count < t->opt.batch_ops_max ? t->count : t->opt.batch_ops_max;
+	if (n > 0) {
+		/* Never cut a group: end the batch before the one cut. */
+		const eng_op *last = &t->ring[(t->head + n - 1) % cap];
+
+		if (last->group_left > 1)
+			n -= last->group_pos + 1;
+		/* a group is at most batch_ops_max long, so one fits whole */
+		assert(n > 0);
+	}
 	t->busy = n;
 	pthread_mutex_unlock(&t->qlock);
 	for (size_t i = 0; i < n; i++) {
@@ -851,6 +888,27 @@ int tally_write_async(tally *t, const tally_write *w, tally_write_cb cb,
 		return TALLY_EINVAL;
 	rc = write_prepare(t, w, &op);
 	return rc == TALLY_OK ? eng_enqueue(t, &op, cb, arg) : rc;
+}
+
+int tally_write_group_async(tally *t, const tally_write *ws, size_t n,
+                            tally_write_cb cb, void *arg)
+{
+	store_op one, *ops;
+	int rc = TALLY_OK;
+
+	if (t == NULL || ws == NULL || cb == NULL || n == 0 ||
+	    n > t->opt.batch_ops_max)
+		return TALLY_EINVAL;
+	ops = n == 1 ? &one : malloc(n * sizeof *ops);
+	if (ops == NULL)
+		return TALLY_ENOMEM;
+	for (size_t i = 0; i < n && rc == TALLY_OK; i++)
+		rc = write_prepare(t, &ws[i], &ops[i]);
+	if (rc == TALLY_OK)
+		rc = enqueue_group(t, ops, n, cb, arg);
+	if (ops != &one)
+		free(ops);
+	return rc;
 }
 
 int tally_write_sync(tally *t, const tally_write *w, int64_t *result)

@@ -33,6 +33,8 @@ typedef struct eng_op {
 	store_op op;
 	tally_write_cb cb;
 	void *arg;
+	uint32_t group_pos;          /* index in its atomic group (0 alone) */
+	uint32_t group_left;         /* ops of its group from it on (1 alone) */
 	uint8_t *heap;               /* key + token when they do not fit */
 	uint8_t buf[ENG_INLINE_MAX]; /* key, then token */
 } eng_op;

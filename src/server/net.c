@@ -47,7 +47,6 @@ typedef struct slot {
 	uint8_t ready;
 	_Atomic uint32_t remaining;
 	int err;                  /* committer's first error */
-	int submit_err;           /* loop's: a write could not be queued */
 	int64_t result;           /* committer: last result or sum */
 	char *text;               /* fmt 0: the reply bytes */
 	size_t text_len;
@@ -179,12 +178,13 @@ static void slot_write_done(void *arg, int err, int64_t result)
 	uv_async_send(&w->wake);
 }
 
+/* A command's writes are one atomic group (multi-key DEL: all or none
+ * after a crash, nothing of another client between them). */
 static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
 {
 	conn *c = cp;
 	slot *sl;
-	int rc = TALLY_OK;
-	size_t i;
+	int rc;
 
 	assert(n > 0);
 	sl = calloc(1, sizeof *sl);
@@ -193,31 +193,17 @@ static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
 	sl->c = c;
 	sl->fmt = (uint8_t)fmt;
 	atomic_store(&sl->remaining, (uint32_t)n);
-	/* The slot joins the FIFO only once its first write is queued, so
-	 * a write refused at once is answered by the handler, with detail.
-	 * Its completion cannot overtake this: it reaches the loop through
-	 * on_wake, which runs on this thread after us. */
-	rc = tally_write_async(c->w->s->t, &ws[0], slot_write_done, sl);
+	/* The slot joins the FIFO only once its writes are queued, so a
+	 * group refused at once is answered by the handler, with detail.
+	 * Their completions cannot overtake this: they reach the loop
+	 * through on_wake, which runs on this thread after us. */
+	rc = tally_write_group_async(c->w->s->t, ws, n, slot_write_done, sl);
 	if (rc != TALLY_OK) {
 		free(sl);
 		return rc;
 	}
 	slot_link(c, sl);
 	c->owed++;
-	for (i = 1; i < n; i++) {
-		rc = tally_write_async(c->w->s->t, &ws[i], slot_write_done, sl);
-		if (rc != TALLY_OK)
-			break;
-	}
-	if (i == n)
-		return TALLY_OK;
-	sl->submit_err = rc;
-	/* Account for the writes never queued; the last one out hands the
-	 * slot over (possibly this thread, possibly the committer). */
-	if (atomic_fetch_sub(&sl->remaining, (uint32_t)(n - i)) == n - i) {
-		sl->ready = 1;
-		c->owed--;
-	}
 	return TALLY_OK;
 }
 
@@ -304,13 +290,13 @@ static int conn_offload(void *cp, void (*fn)(void *arg, rbuf *out),
 
 static void slot_format(conn *c, slot *sl)
 {
-	int err = sl->submit_err ? sl->submit_err : sl->err;
+	int err = sl->err;
 
 	if (sl->fmt == 0) {
 		rbuf_append(&c->out, sl->text, sl->text_len);
 		return;
 	}
-	if (err != TALLY_OK && !(sl->fmt == FMT_SUM && sl->submit_err == 0 &&
+	if (err != TALLY_OK && !(sl->fmt == FMT_SUM &&
 	                         err == TALLY_ENOTFOUND)) {
 		atomic_fetch_add(&c->w->st->command_errors_total, 1);
 		cmd_reply_tally_error(&c->out, err);

@@ -2058,6 +2058,110 @@ static void never_cb(void *arg, int err, int64_t result)
 	never_called++;
 }
 
+/* Groups (tally_write_group_async): contiguous in commit order, and never
+ * split across store batches, even when the batch limit would cut them. */
+struct grp_rec {
+	pthread_mutex_t mu;
+	int64_t results[3 * 600];
+	int errs;
+	size_t done;
+};
+
+static void grp_done(void *arg, int err, int64_t result)
+{
+	struct grp_rec *g = arg;
+
+	pthread_mutex_lock(&g->mu);
+	if (err != TALLY_OK)
+		g->errs++;
+	else if (g->done < sizeof g->results / sizeof g->results[0])
+		g->results[g->done] = result;
+	g->done++;
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void *grp_noise(void *arg)
+{
+	tally *t = arg;
+
+	for (int i = 0; i < 2000; i++)
+		if (tally_incrby(t, "g", 1, 1, NULL) != TALLY_OK)
+			return (void *)1;
+	return NULL;
+}
+
+static void test_write_group_is_contiguous_and_one_batch(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = { .batch_ops_max = 3 };
+	tally_write w[3];
+	struct grp_rec *g = calloc(1, sizeof *g);
+	pthread_t noise;
+	tally_stats st;
+	void *nrc = NULL;
+
+	/* (the tally_stats fields used: batches, batch_hist) */
+
+	assert_non_null(g);
+	pthread_mutex_init(&g->mu, NULL);
+	fx_reopen_with(f, &o);
+	for (int i = 0; i < 3; i++)
+		w[i] = (tally_write){ .kind = TALLY_W_INCRBY, .key = "g",
+		                      .key_len = 1, .value = 1 };
+	CHECK_RC(tally_write_group_async(f->t, w, 4, grp_done, g),
+	         TALLY_EINVAL);
+	CHECK_RC(tally_write_group_async(f->t, w, 0, grp_done, g),
+	         TALLY_EINVAL);
+	/* Groups of 2 while another thread increments the same key one by
+	 * one: each group's two results must be consecutive. */
+	assert_int_equal(pthread_create(&noise, NULL, grp_noise, f->t), 0);
+	for (int i = 0; i < 600; i++)
+		CHECK_OK(tally_write_group_async(f->t, w, 2, grp_done, g));
+	pthread_join(noise, &nrc);
+	CHECK_TRUE(nrc == NULL);
+	CHECK_OK(tally_sync(f->t));
+	for (int spin = 0; spin < 30000; spin++) {
+		pthread_mutex_lock(&g->mu);
+		size_t done = g->done;
+		pthread_mutex_unlock(&g->mu);
+		if (done == 1200)
+			break;
+		usleep(1000);
+	}
+	pthread_mutex_lock(&g->mu);
+	CHECK_U64(g->done, 1200);
+	CHECK_TRUE(g->errs == 0);
+	for (size_t i = 0; i < 1200; i += 2)
+		if (g->results[i + 1] != g->results[i] + 1)
+			fail_msg("group %zu: results %" PRId64 ", %" PRId64,
+			         i / 2, g->results[i], g->results[i + 1]);
+	pthread_mutex_unlock(&g->mu);
+	CHECK_I64(get_of(f->t, "g"), 1200 + 2000);
+	/* Groups of 2 alone, with the limit at 3: taking 3 would cut one,
+	 * so every batch must hold 2 writes (bucket 1), never 1 or 3. */
+	fx_reopen_with(f, &o);
+	g->done = 0;
+	for (int i = 0; i < 600; i++)
+		CHECK_OK(tally_write_group_async(f->t, w, 2, grp_done, g));
+	for (int spin = 0; spin < 30000; spin++) {
+		pthread_mutex_lock(&g->mu);
+		size_t done = g->done;
+		pthread_mutex_unlock(&g->mu);
+		if (done == 1200)
+			break;
+		usleep(1000);
+	}
+	CHECK_U64(g->done, 1200);
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_U64(st.batch_hist[0], 0);
+	CHECK_U64(st.batch_hist[2], 0);
+	CHECK_U64(st.batch_hist[1], st.batches);
+	CHECK_TRUE(st.batches >= 300);
+	CHECK_I64(get_of(f->t, "g"), 1200 + 2000 + 1200);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
 static void test_bad_input_null_handle_einval(void **state)
 {
 	struct fx *f = *state;
@@ -2635,6 +2739,7 @@ int main(void)
 	    T(test_threads_incrby_blocking_async_durability_exact),
 	    T(test_threads_counter_add_exact),
 	    T(test_threads_like_overlapping_members_exact),
+	    T(test_write_group_is_contiguous_and_one_batch),
 	    T(test_bad_input_null_handle_einval),
 	    T(test_bad_input_null_pointers_einval),
 	    T(test_bad_input_sizes_and_limits_refused),
