@@ -13,7 +13,7 @@
 # memory; the input that did it is in artifacts/ and the report in the log.
 # Reproduce one: FUZZ_BUILD/tests/fuzz/fuzz_X FUZZ_BUILD/artifacts/X/crash-...
 # (fuzz_http and fuzz_commands keep one engine for the whole run, so one of
-# their findings may need the inputs before it; the log lists them). Once
+# their findings may need the engine state earlier inputs left). Once
 # fixed, copy the input into tests/fuzz/corpus/X/: ctest replays it.
 set -eu
 cd "$(dirname "$0")/.."
