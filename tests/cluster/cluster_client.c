@@ -81,6 +81,8 @@ static redisReply *op(redisContext *r, const char *fmt, ...)
 	if (!x || x->type == REDIS_REPLY_ERROR) {
 		printf("FAIL operator command %s: %s\n", fmt,
 		       x ? x->str : r->errstr);
+		if (x)
+			freeReplyObject(x);
 		exit(1);
 	}
 	return x;
@@ -234,6 +236,8 @@ static int mode_migrate(const char *seeds)
 	cmd_set(&cmds[0], argv[0], "SET", k1, "one");
 	cmd_set(&cmds[1], argv[1], "SET", k2, "two");
 	rc = cluster_exec(c, cmds, 2, 5000);
+	cmd_set(&cmds[0], argv[0], "DEL", "{mig}:n", NULL);
+	rc |= cluster_exec(c, cmds, 1, 5000);
 	check(rc == TALLY_OK, "keys of slot %u set on %s", (unsigned)slot, a_addr);
 
 	ra = raw(a_addr);
@@ -253,7 +257,9 @@ static int mode_migrate(const char *seeds)
 	cluster_get_stats(c, &st);
 	check(rc == TALLY_OK && cmds[0].reply->type == REDIS_REPLY_STRING &&
 	      strcmp(cmds[0].reply->str, "one") == 0,
-	      "mid-migration: the migrated key is read through ASK");
+	      "mid-migration: the migrated key is read through ASK (%d: %s)",
+	      cmds[0].outcome, cmds[0].reply && cmds[0].reply->str ?
+	      cmds[0].reply->str : "-");
 	check(rc == TALLY_OK && cmds[1].reply->type == REDIS_REPLY_STRING &&
 	      strcmp(cmds[1].reply->str, "two") == 0,
 	      "mid-migration: the key not yet moved is read on the source");
