@@ -2080,6 +2080,19 @@ static void grp_done(void *arg, int err, int64_t result)
 	pthread_mutex_unlock(&g->mu);
 }
 
+/* Wait (30 s at most) until n callbacks ran. */
+static void grp_wait(struct grp_rec *g, size_t n)
+{
+	for (int spin = 0; spin < 30000; spin++) {
+		pthread_mutex_lock(&g->mu);
+		size_t done = g->done;
+		pthread_mutex_unlock(&g->mu);
+		if (done == n)
+			return;
+		usleep(1000);
+	}
+}
+
 static void *grp_noise(void *arg)
 {
 	tally *t = arg;
@@ -2120,14 +2133,7 @@ static void test_write_group_is_contiguous_and_one_batch(void **state)
 	pthread_join(noise, &nrc);
 	CHECK_TRUE(nrc == NULL);
 	CHECK_OK(tally_sync(f->t));
-	for (int spin = 0; spin < 30000; spin++) {
-		pthread_mutex_lock(&g->mu);
-		size_t done = g->done;
-		pthread_mutex_unlock(&g->mu);
-		if (done == 1200)
-			break;
-		usleep(1000);
-	}
+	grp_wait(g, 1200);
 	pthread_mutex_lock(&g->mu);
 	CHECK_U64(g->done, 1200);
 	CHECK_TRUE(g->errs == 0);
@@ -2143,14 +2149,7 @@ static void test_write_group_is_contiguous_and_one_batch(void **state)
 	g->done = 0;
 	for (int i = 0; i < 600; i++)
 		CHECK_OK(tally_write_group_async(f->t, w, 2, grp_done, g));
-	for (int spin = 0; spin < 30000; spin++) {
-		pthread_mutex_lock(&g->mu);
-		size_t done = g->done;
-		pthread_mutex_unlock(&g->mu);
-		if (done == 1200)
-			break;
-		usleep(1000);
-	}
+	grp_wait(g, 1200);
 	CHECK_U64(g->done, 1200);
 	CHECK_OK(tally_stats_get(f->t, &st));
 	CHECK_U64(st.batch_hist[0], 0);
