@@ -899,11 +899,19 @@ static void backup_run(void *arg, rbuf *out)
 	backup_job *j = arg;
 	int rc = tally_backup(j->t, j->path);
 
+	tally_stats st;
+
+	/* The path was checked before; a failure here is the disk's, or the
+	 * store had failed already (then say that, as writes do). */
 	if (rc == TALLY_OK)
 		reply_status(out, "OK");
+	else if (tally_stats_get(j->t, &st) == TALLY_OK &&
+	         st.store_error != TALLY_OK)
+		cmd_reply_tally_error(out, st.store_error);
 	else if (rc == TALLY_EIO)
-		reply_errorf(out, "ERR backup to '%.200s' failed: the folder "
-		             "must not exist and its parent must be writable",
+		reply_errorf(out, "ERR backup to '%.200s' failed: I/O error "
+		             "while writing the checkpoint (a disk full or "
+		             "failing, or the folder created meanwhile)",
 		             j->path);
 	else
 		cmd_reply_tally_error(out, rc);

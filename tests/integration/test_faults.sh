@@ -132,6 +132,8 @@ check_refused "I/O error"
 assert_eq "INFO says why" "failed-io-error" "$(store_status)"
 sleep 1.5
 assert_eq "the store stays failed while the fault lasts" "failed-io-error" "$(store_status)"
+out=$(rcli tally.backup "$TMP/bk-during-fault" 2>&1 || true)
+assert_contains "a backup while the store is failed says so" "$out" "store write failed"
 fault off
 check_recovered "after EIO on writes"
 
