@@ -101,6 +101,8 @@ enum tally_error {
 	TALLY_ENOSPC,           /**< the store's disk is full: like TALLY_EIO
 	                             (writes refused until it recovers), with
 	                             the cause users can act on */
+	TALLY_ENOTSUP,          /**< not supported by this store (e.g. a
+	                             backup of the redis-cluster store) */
 	TALLY_ERROR_END         /**< one past the last code; not an error */
 };
 
@@ -160,7 +162,31 @@ typedef struct tally_options {
 	uint32_t block_cache_mb;
 	/** enum tally_open_flags, or 0. */
 	uint32_t flags;
+	/** enum tally_store. 0: TALLY_STORE_ROCKSDB. */
+	int store;
+	/** TALLY_STORE_REDIS_CLUSTER: seed nodes, "host:port[,host:port...]";
+	 *  any one reachable is enough. Copied at open. Required there. */
+	const char *cluster_seeds;
+	/** TALLY_STORE_REDIS_CLUSTER: acknowledge a write only once this many
+	 *  replicas of each master it touched have it (Redis WAIT); 0: no
+	 *  WAIT, Redis's own persistence settings decide. Range 0..16. */
+	uint32_t redis_wait;
+	/** TALLY_STORE_REDIS_CLUSTER: AUTH password of the nodes, or NULL.
+	 *  Copied at open. */
+	const char *cluster_password;
 } tally_options;
+
+/** Where a handle keeps its data (tally_options.store). */
+enum tally_store {
+	/** Embedded RocksDB in the folder given to tally_open(). */
+	TALLY_STORE_ROCKSDB = 0,
+	/** A Redis Cluster (tally_options.cluster_seeds); tally_open()'s path
+	 *  is not used (pass any non-empty string). Not supported there, with
+	 *  TALLY_ENOTSUP: tally_count_at(), tally_events_scan(),
+	 *  tally_backup(), tally_compact(), tally_disk_usage(), and
+	 *  tally_set()/tally_del() of a counter with more than one shard. */
+	TALLY_STORE_REDIS_CLUSTER = 1
+};
 
 /**
  * Open (or create) a database in a folder.
@@ -277,6 +303,17 @@ TALLY_API int tally_set(tally *t, const void *key, size_t key_len, int64_t value
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED.
  */
 TALLY_API int tally_del(tally *t, const void *key, size_t key_len, int *existed);
+
+/**
+ * Shard count of a named counter: how many keys its value is spread over
+ * (the redis-cluster store; the RocksDB store always answers 1).
+ * @param grow_to 0 to only read; else grow to that many (never shrinks).
+ * @param now     receives the shard count after the call.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ELIMIT (more than
+ *         256); TALLY_ENOTSUP (growing on the RocksDB store); TALLY_EIO.
+ */
+TALLY_API int tally_shards(tally *t, const void *key, size_t key_len,
+                           uint32_t grow_to, uint32_t *now);
 
 /* ---------------------------------------------------------------------------
  * Counting types

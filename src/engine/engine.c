@@ -557,6 +557,11 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->block_cache_mb > (1u << 20) ||
 	    (o->flags & ~(uint32_t)TALLY_OPEN_NO_CREATE))
 		return TALLY_EINVAL;
+	if ((o->store != TALLY_STORE_ROCKSDB &&
+	     o->store != TALLY_STORE_REDIS_CLUSTER) || o->redis_wait > 16 ||
+	    (o->store == TALLY_STORE_REDIS_CLUSTER &&
+	     (o->cluster_seeds == NULL || o->cluster_seeds[0] == '\0')))
+		return TALLY_EINVAL;
 	if (o->batch_ops_max > o->queue_ops_max)
 		o->batch_ops_max = o->queue_ops_max;
 	return TALLY_OK;
@@ -630,12 +635,35 @@ static int state_reload(tally *t)
 	return rc;
 }
 
+/* The options the chosen store is opened with. */
+static store_options store_opts(const tally *t, int create)
+{
+	return (store_options){
+		.cache_entries_max = t->opt.cache_entries_max,
+		.block_cache_mb = t->opt.block_cache_mb,
+		.create = create,
+		.seeds = t->opt.cluster_seeds,
+		.redis_wait = (int)t->opt.redis_wait,
+		.token_retention_ms = t->opt.token_retention_ms,
+		.redis_password = t->opt.cluster_password,
+	};
+}
+
+static int store_open(const tally *t, int create, store **out)
+{
+	store_options so = store_opts(t, create);
+
+	if (t->opt.store == TALLY_STORE_REDIS_CLUSTER)
+		return redis_cluster_open(&so, out);
+	return rocks_open(t->path, &so, out);
+}
+
 static int recover(tally *t)
 {
-	store_options so = { t->opt.cache_entries_max, t->opt.block_cache_mb,
-	                     0 /* the folder must still be there */ };
+	store_options so = store_opts(t, 0);
 	store *st = NULL;
-	int rc = rocks_probe(t->path);
+	int rc = t->opt.store == TALLY_STORE_REDIS_CLUSTER
+	         ? redis_cluster_probe(&so) : rocks_probe(t->path);
 
 	/* Closing a store that works for reads is only worth it when the
 	 * new one is likely to open. */
@@ -644,7 +672,8 @@ static int recover(tally *t)
 	pthread_rwlock_wrlock(&t->st_lock);
 	if (t->st != NULL)
 		t->st->vt->close(t->st);
-	rc = rocks_open(t->path, &so, &st);
+	/* the folder must still be there: no create */
+	rc = store_open(t, 0, &st);
 	t->st = rc == TALLY_OK ? st : NULL;
 	pthread_rwlock_unlock(&t->st_lock);
 	return rc == TALLY_OK ? state_reload(t) : rc;
@@ -678,6 +707,10 @@ static void tally_free(tally *t)
 	if (t->st != NULL)
 		t->st->vt->close(t->st);
 	free(t->path);
+	if (t->opt_owned) {
+		free((char *)(uintptr_t)t->opt.cluster_seeds);
+		free((char *)(uintptr_t)t->opt.cluster_password);
+	}
 	pthread_rwlock_destroy(&t->st_lock);
 	schema_free(&t->sch);
 	tokens_free(&t->tok);
@@ -694,9 +727,23 @@ static void tally_free(tally *t)
 	free(t);
 }
 
+/* The strings of the options are copied: recover() reopens with them. */
+static int options_own(tally *t)
+{
+	const char *seeds = t->opt.cluster_seeds;
+	const char *pass = t->opt.cluster_password;
+
+	t->opt.cluster_seeds = seeds != NULL ? strdup(seeds) : NULL;
+	t->opt.cluster_password = pass != NULL ? strdup(pass) : NULL;
+	t->opt_owned = 1;
+	if ((seeds != NULL && t->opt.cluster_seeds == NULL) ||
+	    (pass != NULL && t->opt.cluster_password == NULL))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
 int tally_open(const char *path, const tally_options *opts, tally **out)
 {
-	store_options so;
 	tally *t;
 	int rc;
 
@@ -716,13 +763,14 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 		return rc;
 	}
 	rc = tables_init(t);
-	so = (store_options){ t->opt.cache_entries_max, t->opt.block_cache_mb,
-	                      !(t->opt.flags & TALLY_OPEN_NO_CREATE) };
 	t->path = strdup(path);
 	if (rc == TALLY_OK && t->path == NULL)
 		rc = TALLY_ENOMEM;
 	if (rc == TALLY_OK)
-		rc = rocks_open(path, &so, &t->st);
+		rc = options_own(t);
+	if (rc == TALLY_OK)
+		rc = store_open(t, !(t->opt.flags & TALLY_OPEN_NO_CREATE),
+		                &t->st);
 	if (rc == TALLY_OK)
 		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok });
 	if (rc == TALLY_OK) {
@@ -1070,6 +1118,27 @@ int tally_backup(tally *t, const char *dir)
 	if (rc != TALLY_OK)
 		return rc;
 	rc = t->st->vt->backup(t->st, dir);
+	eng_store_release(t);
+	return rc;
+}
+
+int tally_shards(tally *t, const void *key, size_t key_len, uint32_t grow_to,
+                 uint32_t *now)
+{
+	int rc;
+
+	if (t == NULL || key == NULL || now == NULL)
+		return TALLY_EINVAL;
+	if (key_len == 0 || key_len > TALLY_KEY_MAX)
+		return TALLY_EKEYSIZE;
+	*now = 1;
+	rc = eng_store_hold(t);
+	if (rc != TALLY_OK)
+		return rc;
+	if (t->st->vt->shards != NULL)
+		rc = t->st->vt->shards(t->st, key, key_len, grow_to, now);
+	else if (grow_to > 1)
+		rc = TALLY_ENOTSUP; /* one record per counter: nothing to grow */
 	eng_store_release(t);
 	return rc;
 }

@@ -99,6 +99,7 @@ struct tally {
 	pthread_rwlock_t st_lock;
 	char *path;                  /* the data folder, to reopen it */
 	tally_options opt;           /* with defaults applied */
+	int opt_owned;               /* opt's strings are copies to free */
 	schema sch;
 	tokens tok;
 

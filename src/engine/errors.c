@@ -21,6 +21,7 @@ static const char *const messages[] = {
 	"database written by an incompatible version",
 	"store write failed (no space left on device): writes are refused "
 	"until the store recovers",
+	"not supported by this store",
 };
 
 _Static_assert(sizeof messages / sizeof messages[0] ==

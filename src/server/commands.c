@@ -872,18 +872,29 @@ static void cmd_ttypes(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 
 static void cmd_tshards(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
-	/* The embedded store keeps one record per counter: hot keys are
-	 * coalesced by group commit and striped cells, not sharded. Shards
-	 * belong to the redis-cluster store. */
+	/* The rocksdb store keeps one record per counter (hot keys are
+	 * coalesced by group commit and striped cells) and answers 1; the
+	 * redis-cluster store spreads a counter over shards on many nodes. */
+	int64_t n = 0;
+	uint32_t now;
+	int rc;
+
 	if (!key_ok(c, lens[1]))
 		return;
-	(void)argv;
-	if (argc == 2)
-		reply_int(c->out, 1);
-	else
+	if (argc == 3 && (parse_i64_strict(argv[2], lens[2], &n) || n < 1 ||
+	                  n > 256)) {
+		reply_error(c->out, "ERR shard count must be 1..256");
+		return;
+	}
+	rc = tally_shards(c->s->t, argv[1], lens[1], (uint32_t)n, &now);
+	if (rc == TALLY_ENOTSUP)
 		reply_error(c->out, "ERR TALLY.SHARDS n applies to the "
 		            "redis-cluster store; the rocksdb store needs no "
 		            "shards");
+	else if (rc != TALLY_OK)
+		cmd_reply_tally_error(c->out, rc);
+	else
+		reply_int(c->out, now);
 }
 
 typedef struct backup_job {

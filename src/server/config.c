@@ -29,6 +29,8 @@ static const char usage[] =
 "  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
 "  --store NAME            rocksdb (default) or redis-cluster\n"
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
+"  --redis-wait N          redis-cluster store: acknowledge a write only\n"
+"                          once N replicas have it (WAIT; 0 = off; 0..16)\n"
 "  --requirepass PASS      password: RESP AUTH, HTTP Authorization: Bearer\n"
 "                          (wiped from the process's command line)\n"
 "  --requirepass-file F    the same, read from file F (one line, at most\n"
@@ -100,6 +102,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--flush-ms")) { rc = num(f, v, 1, 60000, &n); c->flush_ms = (uint32_t)n; }
 	else if (!strcmp(f, "--store")) c->store = v;
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
+	else if (!strcmp(f, "--redis-wait")) { rc = num(f, v, 0, 16, &n); c->redis_wait = (uint32_t)n; }
 	else if (!strcmp(f, "--requirepass")) c->requirepass = v;
 	else if (!strcmp(f, "--requirepass-file")) c->requirepass_file = v;
 	else if (!strcmp(f, "--backup-dir")) c->backup_dir = v;
@@ -129,10 +132,21 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 
 static int config_check(const srv_config *c)
 {
-	if (strcmp(c->store, "rocksdb") != 0) {
-		fprintf(stderr, "tallyd: --store %s: this build has the rocksdb "
-		        "store only (redis-cluster is not implemented yet)\n",
-		        c->store);
+	if (strcmp(c->store, "rocksdb") != 0 &&
+	    strcmp(c->store, "redis-cluster") != 0) {
+		fprintf(stderr, "tallyd: --store is rocksdb or redis-cluster\n");
+		return -1;
+	}
+	if (!strcmp(c->store, "redis-cluster") &&
+	    (c->cluster == NULL || c->cluster[0] == '\0')) {
+		fprintf(stderr, "tallyd: --store redis-cluster needs --cluster "
+		        "HOST:PORT[,HOST:PORT...]\n");
+		return -1;
+	}
+	if (strcmp(c->store, "redis-cluster") != 0 &&
+	    (c->cluster != NULL || c->redis_wait > 0)) {
+		fprintf(stderr, "tallyd: --cluster and --redis-wait apply to "
+		        "--store redis-cluster only\n");
 		return -1;
 	}
 	if (c->resp_port == 0 && c->http_port == 0) {

@@ -55,9 +55,15 @@ int main(int argc, char **argv)
 
 	o.durability = s.cfg.durability;
 	o.flush_interval_ms = s.cfg.flush_ms;
+	if (!strcmp(s.cfg.store, "redis-cluster")) {
+		o.store = TALLY_STORE_REDIS_CLUSTER;
+		o.cluster_seeds = s.cfg.cluster;
+		o.redis_wait = s.cfg.redis_wait;
+	}
 	rc = tally_open(s.cfg.data_dir, &o, &s.t);
 	if (rc != TALLY_OK) {
-		fprintf(stderr, "tallyd: cannot open %s: %s\n", s.cfg.data_dir,
+		fprintf(stderr, "tallyd: cannot open %s: %s\n",
+		        o.store ? s.cfg.cluster : s.cfg.data_dir,
 		        tally_strerror(rc));
 		return 1;
 	}

@@ -27,6 +27,7 @@ typedef struct srv_config {
 	uint32_t flush_ms;           /* --flush-ms, 100 */
 	const char *store;           /* --store rocksdb */
 	const char *cluster;         /* --cluster HOST:PORT,... */
+	uint32_t redis_wait;         /* --redis-wait N, 0 */
 	const char *requirepass;     /* --requirepass or --requirepass-file */
 	const char *requirepass_file; /* --requirepass-file */
 	uint32_t maxclients;         /* --maxclients, 10000 */

@@ -115,6 +115,11 @@ typedef struct store_vt {
 	                  size_t *n);
 	void (*stats)(store *s, store_stats *out);
 	void (*close)(store *s);
+	/* Shard count of a named counter, grown to grow_to when that is more
+	 * (never shrunk); grow_to 0 only reads. NULL: the store keeps one
+	 * record per counter (shard count 1, growing refused). */
+	int (*shards)(store *s, const uint8_t *key, size_t len,
+	              uint32_t grow_to, uint32_t *now);
 } store_vt;
 
 struct store {
@@ -126,6 +131,11 @@ typedef struct store_options {
 	uint32_t cache_entries_max;
 	uint32_t block_cache_mb;
 	int create;
+	/* redis-cluster store */
+	const char *seeds;           /* "host:port[,host:port...]" */
+	int redis_wait;              /* WAIT for this many replicas, 0: none */
+	uint32_t token_retention_ms; /* client ids live this long */
+	const char *redis_password;  /* AUTH on every node, or NULL */
 } store_options;
 
 /* Open the RocksDB store in path. */
@@ -133,5 +143,10 @@ int rocks_open(const char *path, const store_options *o, store **out);
 /* Whether the disk under path takes writes again: write and fsync a small
  * file there (then remove it). TALLY_OK, TALLY_EIO or TALLY_ENOSPC. */
 int rocks_probe(const char *path);
+
+/* Open the redis-cluster store on o->seeds (see redis_cluster.c). */
+int redis_cluster_open(const store_options *o, store **out);
+/* Whether the cluster answers again: TALLY_OK or TALLY_EIO. */
+int redis_cluster_probe(const store_options *o);
 
 #endif

@@ -1,0 +1,880 @@
+/* rc_apply.c: the redis-cluster store's write path. A batch is cut into
+ * segments in which no op depends on another's order but through a script
+ * (SET/DEL of a counter, a member liked then unliked); each segment costs
+ * two round trips, every node's commands pipelined in each:
+ *  1. the writes: one script per coalesced counter (all its deltas, in
+ *     order, each refused alone on overflow), per object total, per
+ *     membership change, per SET/DEL, per op carrying a client id;
+ *  2. the reads that results need (the shards of a sharded counter, the
+ *     sub-hash sizes of a unique object) and the capped logs (recent,
+ *     history) of the events that changed something.
+ * Then WAIT on every master touched when redis_wait > 0. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/rc_int.h"
+
+#define RC_WAIT_TIMEOUT_MS 5000
+
+enum { G_ADD_NAMED = 1, G_ADD_TOTAL, G_SUM_NAMED, G_SUM_UNIQUE };
+
+/* A coalesced script (ADD groups) or a sum read (SUM groups). */
+typedef struct rc_grp {
+	uint8_t kind;
+	uint32_t n;          /* ADD: deltas; SUM: shards or sub-hashes read */
+	uint32_t shard;      /* ADD_NAMED: the shard written */
+	size_t op;           /* an op of the group (its key or object) */
+	int32_t cmd;         /* ADD: index of its script in phase 1 */
+	size_t first;        /* SUM: index of its first read in phase 2 */
+	int64_t sum;         /* SUM: the sum read, less later ops' changes */
+} rc_grp;
+
+/* Per op: where its answer comes from. */
+typedef struct rc_opx {
+	int32_t grp;         /* ADD group, or -1 */
+	int32_t sum;         /* SUM group the result is computed from, or -1 */
+	uint32_t pos;        /* place among its ADD group's deltas */
+	int32_t cmd;         /* its own phase-1 command, or -1 */
+	int64_t d;           /* what it changed the sum by, once known */
+	uint8_t changed;
+} rc_opx;
+
+typedef struct rc_seg {
+	rcs *r;
+	store_op *ops;
+	size_t from, to;
+	rc_opx *x;
+	rc_grp *g;
+	size_t ng, gcap;
+	hmap *gidx;          /* group key -> index */
+	rc_cmds c1, c2;
+	char key[RC_KEY_MAX], key2[RC_KEY_MAX], key3[RC_KEY_MAX];
+} rc_seg;
+
+static int grp_get(rc_seg *s, uint8_t kind, const void *k, size_t len,
+                   size_t op, size_t *out)
+{
+	uint8_t buf[1 + TALLY_KEY_MAX + sizeof(key_obj)];
+	size_t *slot;
+	int inserted;
+
+	assert(len < sizeof buf);
+	buf[0] = kind;
+	memcpy(buf + 1, k, len);
+	slot = hmap_put(s->gidx, buf, len + 1, &inserted);
+	if (slot == NULL)
+		return TALLY_ENOMEM;
+	if (inserted) {
+		if (s->ng == s->gcap) {
+			size_t cap = s->gcap ? 2 * s->gcap : 64;
+			rc_grp *g = realloc(s->g, cap * sizeof *g);
+
+			if (g == NULL) {
+				hmap_del(s->gidx, buf, len + 1);
+				return TALLY_ENOMEM;
+			}
+			s->g = g;
+			s->gcap = cap;
+		}
+		memset(&s->g[s->ng], 0, sizeof s->g[0]);
+		s->g[s->ng].kind = kind;
+		s->g[s->ng].op = op;
+		*slot = s->ng++;
+	}
+	*out = *slot;
+	return TALLY_OK;
+}
+
+/* Batch tokens name this open, this segment and a position in it. */
+static size_t batch_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
+                        size_t tag_len, char what, size_t i)
+{
+	int n = snprintf(buf, cap, "t:b:{%.*s}:%llx:%llx:%c%zu", (int)tag_len,
+	                 tag, (unsigned long long)s->r->instance,
+	                 (unsigned long long)s->r->batch_no, what, i);
+
+	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+static size_t client_tok(char *buf, size_t cap, const char *tag,
+                         size_t tag_len, const store_op *op,
+                         const char *suffix)
+{
+	int n = snprintf(buf, cap, "t:id:{%.*s}:", (int)tag_len, tag);
+	size_t sl = strlen(suffix);
+
+	if (n < 0 || (size_t)n + op->token_len + sl >= cap)
+		return 0;
+	memcpy(buf + n, op->token, op->token_len);
+	memcpy(buf + n + op->token_len, suffix, sl);
+	return (size_t)n + op->token_len + sl;
+}
+
+/* The token key guarding op (suffix tells a log's token from its write's):
+ * the client's when it has one, else a batch token. */
+static size_t op_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
+                     size_t tag_len, size_t i, const char *suffix)
+{
+	const store_op *op = &s->ops[i];
+
+	if (op->token != NULL)
+		return client_tok(buf, cap, tag, tag_len, op, suffix);
+	return batch_tok(s, buf, cap, tag, tag_len, suffix[0] ? suffix[1] : 'w',
+	                 i);
+}
+
+static size_t counter_tag(char *buf, const store_op *op, uint32_t shard)
+{
+	size_t n = rc_esc(buf, op->key, op->key_len);
+
+	if (shard > 0)
+		n += (size_t)sprintf(buf + n, "#%u", shard);
+	return n;
+}
+
+/* An ADD script: value key, token key, optional cfg key, ttl, deltas
+ * (filled later for groups). */
+static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
+                            const char *vkey, size_t vl, const char *tkey,
+                            size_t tkl, int with_cfg, uint32_t ttl,
+                            uint32_t ndeltas)
+{
+	int nkeys = with_cfg ? 3 : 2;
+	cluster_cmd *cmd = rc_eval(s->r, &s->c1, RC_S_ADD, nkeys,
+	                           1 + (int)ndeltas, rc_slot(vkey, vl));
+	char cfg[RC_KEY_MAX];
+	int n;
+
+	if (cmd == NULL || rc_arg(&s->c1, cmd, 3, vkey, vl) ||
+	    rc_arg(&s->c1, cmd, 4, tkey, tkl) ||
+	    rc_argf(&s->c1, cmd, 3 + nkeys, "%u", ttl))
+		return NULL;
+	if (with_cfg) {
+		n = snprintf(cfg, sizeof cfg, "t:cfg:{%.*s}", (int)tl, tag);
+		if (n < 0 || (size_t)n >= sizeof cfg ||
+		    rc_arg(&s->c1, cmd, 5, cfg, (size_t)n))
+			return NULL;
+	}
+	return cmd;
+}
+
+static int plan_incr(rc_seg *s, size_t i)
+{
+	store_op *op = &s->ops[i];
+	rcs *r = s->r;
+	char *tag = s->key3, *vk = s->key, *tk = s->key2;
+	size_t tl, vl, tkl, gi;
+	cluster_cmd *cmd;
+	int rc;
+
+	if (op->token != NULL) {
+		/* A client id is checked in shard 0's slot, where any tallyd
+		 * looks for it. */
+		tl = counter_tag(tag, op, 0);
+		vl = (size_t)snprintf(vk, RC_KEY_MAX, "t:c:{%.*s}", (int)tl, tag);
+		tkl = client_tok(tk, RC_KEY_MAX, tag, tl, op, "");
+		cmd = tkl ? add_cmd(s, tag, tl, vk, vl, tk, tkl, 1,
+		                    r->token_ttl_s, 1) : NULL;
+		if (cmd == NULL ||
+		    rc_argf(&s->c1, cmd, 7, "%lld", (long long)op->value))
+			return TALLY_ENOMEM;
+		s->x[i].cmd = (int32_t)(s->c1.n - 1);
+		return TALLY_OK;
+	}
+	rc = grp_get(s, G_ADD_NAMED, op->key, op->key_len, i, &gi);
+	if (rc != TALLY_OK)
+		return rc;
+	s->x[i].grp = (int32_t)gi;
+	s->x[i].pos = s->g[gi].n++;
+	return TALLY_OK;
+}
+
+static int plan_setdel(rc_seg *s, size_t i)
+{
+	store_op *op = &s->ops[i];
+	char *tag = s->key3;
+	size_t tl = counter_tag(tag, op, 0), tkl;
+	int set = op->kind == STORE_OP_SET;
+	cluster_cmd *cmd = rc_eval(s->r, &s->c1, RC_S_SETDEL, 3, set ? 3 : 2,
+	                           0);
+	int n;
+
+	if (cmd == NULL)
+		return TALLY_ENOMEM;
+	n = snprintf(s->key, RC_KEY_MAX, "t:c:{%.*s}", (int)tl, tag);
+	cmd->slot = rc_slot(s->key, (size_t)n);
+	if (rc_arg(&s->c1, cmd, 3, s->key, (size_t)n))
+		return TALLY_ENOMEM;
+	n = snprintf(s->key, RC_KEY_MAX, "t:cfg:{%.*s}", (int)tl, tag);
+	tkl = batch_tok(s, s->key2, RC_KEY_MAX, tag, tl, 'w', i);
+	if (rc_arg(&s->c1, cmd, 4, s->key, (size_t)n) || tkl == 0 ||
+	    rc_arg(&s->c1, cmd, 5, s->key2, tkl) ||
+	    rc_argf(&s->c1, cmd, 6, "%u", RC_BATCH_TOKEN_TTL_S) ||
+	    rc_arg(&s->c1, cmd, 7, set ? "s" : "d", 1))
+		return TALLY_ENOMEM;
+	if (set && rc_argf(&s->c1, cmd, 8, "%lld", (long long)op->value))
+		return TALLY_ENOMEM;
+	s->x[i].cmd = (int32_t)(s->c1.n - 1);
+	return TALLY_OK;
+}
+
+static int plan_unique(rc_seg *s, size_t i, const char *otag, size_t ol)
+{
+	store_op *op = &s->ops[i];
+	unsigned sub = rc_sub_of(op->member);
+	char tag[RC_KEY_MAX];
+	size_t tl, tkl, gi;
+	cluster_cmd *cmd;
+	int n, rc;
+
+	tl = (size_t)snprintf(tag, sizeof tag, "%.*s#%u", (int)ol, otag, sub);
+	n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s}", (int)tl, tag);
+	tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, "");
+	cmd = rc_eval(s->r, &s->c1, RC_S_MEMBER, 2, 4,
+	              rc_slot(s->key, (size_t)n));
+	if (cmd == NULL || tkl == 0 ||
+	    rc_arg(&s->c1, cmd, 3, s->key, (size_t)n) ||
+	    rc_arg(&s->c1, cmd, 4, s->key2, tkl) ||
+	    rc_argf(&s->c1, cmd, 5, "%u", op->token ? s->r->token_ttl_s
+	                                            : RC_BATCH_TOKEN_TTL_S) ||
+	    rc_argf(&s->c1, cmd, 6, "%llu", (unsigned long long)op->member) ||
+	    rc_argf(&s->c1, cmd, 7, "%lld", (long long)op->at_ms) ||
+	    rc_arg(&s->c1, cmd, 8, op->remove ? "r" : "a", 1))
+		return TALLY_ENOMEM;
+	s->x[i].cmd = (int32_t)(s->c1.n - 1);
+	rc = grp_get(s, G_SUM_UNIQUE, &op->obj, sizeof op->obj, i, &gi);
+	if (rc == TALLY_OK)
+		s->x[i].sum = (int32_t)gi;
+	return rc;
+}
+
+static int plan_total(rc_seg *s, size_t i, const char *otag, size_t ol)
+{
+	store_op *op = &s->ops[i];
+	int64_t d = op->remove ? -op->delta : op->delta;
+	size_t gi, tkl;
+	cluster_cmd *cmd;
+	int n, rc;
+
+	if (op->token == NULL) {
+		rc = grp_get(s, G_ADD_TOTAL, &op->obj, sizeof op->obj, i, &gi);
+		if (rc != TALLY_OK)
+			return rc;
+		s->x[i].grp = (int32_t)gi;
+		s->x[i].pos = s->g[gi].n++;
+		return TALLY_OK;
+	}
+	n = snprintf(s->key, RC_KEY_MAX, "t:t:{%.*s}", (int)ol, otag);
+	tkl = client_tok(s->key2, RC_KEY_MAX, otag, ol, op, "");
+	cmd = tkl ? add_cmd(s, otag, ol, s->key, (size_t)n, s->key2, tkl, 0,
+	                    s->r->token_ttl_s, 1) : NULL;
+	if (cmd == NULL || rc_argf(&s->c1, cmd, 6, "%lld", (long long)d))
+		return TALLY_ENOMEM;
+	s->x[i].cmd = (int32_t)(s->c1.n - 1);
+	return TALLY_OK;
+}
+
+/* Schema entries: first writer of an id wins (HSETNX); keys hold names,
+ * so a lost race only means the id is assigned anew after a restart. */
+static int plan_schema(rc_seg *s, size_t i)
+{
+	store_op *op = &s->ops[i];
+	int ctype = op->kind == STORE_OP_CTYPE;
+	uint16_t id = ctype ? op->obj.ctype : op->obj.ktype;
+	cluster_cmd *cmd = rc_cmd(&s->c1, 4, rc_slot("t:schema", 8));
+	char val[TALLY_NAME_MAX + 3];
+	int n, rc;
+
+	rc = ctype ? rc_learn_ctype(s->r, (const char *)op->key, op->key_len, id)
+	           : rc_learn_ktype(s->r, (const char *)op->key, op->key_len,
+	                            id);
+	if (rc != TALLY_OK)
+		return rc;
+	n = ctype ? snprintf(val, sizeof val, "%.*s", (int)op->key_len,
+	                     (const char *)op->key)
+	          : snprintf(val, sizeof val, "%u:%.*s", op->mode,
+	                     (int)op->key_len, (const char *)op->key);
+	if (cmd == NULL || rc_arg(&s->c1, cmd, 0, "HSETNX", 6) ||
+	    rc_arg(&s->c1, cmd, 1, "t:schema", 8) ||
+	    rc_argf(&s->c1, cmd, 2, "%c:%u", ctype ? 'c' : 'k', id) ||
+	    rc_arg(&s->c1, cmd, 3, val, (size_t)n))
+		return TALLY_ENOMEM;
+	s->x[i].cmd = (int32_t)(s->c1.n - 1);
+	return TALLY_OK;
+}
+
+static int plan_op(rc_seg *s, size_t i)
+{
+	store_op *op = &s->ops[i];
+	char otag[RC_KEY_MAX];
+	size_t ol;
+
+	switch (op->kind) {
+	case STORE_OP_INCRBY:
+		return plan_incr(s, i);
+	case STORE_OP_SET:
+	case STORE_OP_DEL:
+		return plan_setdel(s, i);
+	case STORE_OP_EVENT:
+		ol = rc_obj_tag(s->r, otag, sizeof otag, &op->obj);
+		if (ol == 0)
+			return TALLY_ECORRUPT; /* a name the engine never gave */
+		return op->mode == TALLY_MODE_UNIQUE ? plan_unique(s, i, otag, ol)
+		                                     : plan_total(s, i, otag, ol);
+	case STORE_OP_TYPE:
+	case STORE_OP_CTYPE:
+		return plan_schema(s, i);
+	case STORE_OP_TOKEN_DEL:
+		return TALLY_OK; /* tokens expire in Redis (EX) */
+	default:
+		return TALLY_EINVAL;
+	}
+}
+
+/* The ADD script of each group, its deltas in op order. */
+static int plan_groups(rc_seg *s)
+{
+	rcs *r = s->r;
+
+	for (size_t gi = 0; gi < s->ng; gi++) {
+		rc_grp *g = &s->g[gi];
+		const store_op *op = &s->ops[g->op];
+		char *tag = s->key3;
+		size_t tl, vl, tkl;
+
+		if (g->kind == G_ADD_NAMED) {
+			uint32_t n = rc_shards_get(r, op->key, op->key_len);
+
+			/* Instances start at different shards, then turn. */
+			g->shard = (uint32_t)((r->instance + r->batch_no) % n);
+			tl = counter_tag(tag, op, g->shard);
+			vl = (size_t)snprintf(s->key, RC_KEY_MAX, "t:c:{%.*s}",
+			                      (int)tl, tag);
+		} else if (g->kind == G_ADD_TOTAL) {
+			tl = rc_obj_tag(r, tag, RC_KEY_MAX, &op->obj);
+			vl = (size_t)snprintf(s->key, RC_KEY_MAX, "t:t:{%.*s}",
+			                      (int)tl, tag);
+		} else {
+			continue;
+		}
+		tkl = batch_tok(s, s->key2, RC_KEY_MAX, tag, tl, 'g', gi);
+		if (tkl == 0 || add_cmd(s, tag, tl, s->key, vl, s->key2, tkl,
+		                        g->kind == G_ADD_NAMED && g->shard == 0,
+		                        RC_BATCH_TOKEN_TTL_S, g->n) == NULL)
+			return TALLY_ENOMEM;
+		g->cmd = (int32_t)(s->c1.n - 1);
+	}
+	for (size_t i = s->from; i < s->to; i++) {
+		const store_op *op = &s->ops[i];
+		cluster_cmd *cmd;
+		rc_grp *g;
+		int64_t d;
+
+		if (op->skip || s->x[i].grp < 0)
+			continue;
+		g = &s->g[s->x[i].grp];
+		cmd = &s->c1.v[g->cmd];
+		d = op->kind == STORE_OP_INCRBY ? op->value
+		    : op->remove ? -op->delta : op->delta;
+		if (rc_argf(&s->c1, cmd, cmd->argc - (int)g->n +
+		            (int)s->x[i].pos, "%lld", (long long)d))
+			return TALLY_ENOMEM;
+	}
+	return TALLY_OK;
+}
+
+/* "n|v1,v2,..." of an ADD script: the shard count read, and value pos
+ * (or TALLY_EOVERFLOW for "E"). */
+static int add_reply(const redisReply *rep, uint32_t pos, uint32_t *n,
+                     int64_t *v)
+{
+	const char *p, *end;
+	char buf[32], *e;
+
+	if (rep == NULL || rep->type != REDIS_REPLY_STRING)
+		return TALLY_EIO;
+	p = rep->str;
+	end = rep->str + rep->len;
+	*n = (uint32_t)strtoul(p, &e, 10);
+	if (e >= end || *e != '|')
+		return TALLY_ECORRUPT;
+	p = e + 1;
+	for (uint32_t i = 0; i < pos; i++) {
+		p = memchr(p, ',', (size_t)(end - p));
+		if (p == NULL)
+			return TALLY_ECORRUPT;
+		p++;
+	}
+	e = memchr(p, ',', (size_t)(end - p));
+	if (e == NULL)
+		e = (char *)end;
+	if (e - p == 1 && *p == 'E')
+		return TALLY_EOVERFLOW;
+	if (e - p == 0 || (size_t)(e - p) >= sizeof buf)
+		return TALLY_ECORRUPT;
+	memcpy(buf, p, (size_t)(e - p));
+	buf[e - p] = '\0';
+	*v = strtoll(buf, &e, 10);
+	return *e == '\0' ? TALLY_OK : TALLY_ECORRUPT;
+}
+
+/* A named counter whose result must be summed over its shards. */
+static int need_sum(rc_seg *s, size_t i, uint32_t n)
+{
+	const store_op *op = &s->ops[i];
+	size_t gi;
+	int rc = grp_get(s, G_SUM_NAMED, op->key, op->key_len, i, &gi);
+
+	if (rc != TALLY_OK)
+		return rc;
+	if (s->g[gi].n < n)
+		s->g[gi].n = n;
+	s->x[i].sum = (int32_t)gi;
+	return TALLY_OK;
+}
+
+static int parse_member(store_op *op, rc_opx *x, const redisReply *rep)
+{
+	const char *p;
+
+	if (rep->type != REDIS_REPLY_STRING || rep->len < 1)
+		return TALLY_EIO;
+	p = rep->str + (rep->str[0] == '=');
+	x->changed = *p == '1';
+	x->d = x->changed ? (op->remove ? -1 : 1) : 0;
+	return TALLY_OK;
+}
+
+static int parse_setdel(store_op *op, const redisReply *rep)
+{
+	int nil;
+
+	if (rep->type == REDIS_REPLY_STRING && rep->len == 1 &&
+	    rep->str[0] == 'S') {
+		op->err = TALLY_ENOTSUP; /* sharded: see design note 4 */
+		return TALLY_OK;
+	}
+	return rc_reply_i64(rep, &op->result, &nil) == TALLY_OK && !nil
+	       ? TALLY_OK : TALLY_EIO;
+}
+
+/* Phase 1's answers into each op: a result, an error, or a sum to read. */
+static int parse_phase1(rc_seg *s)
+{
+	for (size_t i = s->from; i < s->to; i++) {
+		store_op *op = &s->ops[i];
+		rc_opx *x = &s->x[i];
+		const redisReply *rep;
+		uint32_t n = 1, pos = 0;
+		int rc = TALLY_OK;
+
+		if (op->skip || (x->cmd < 0 && x->grp < 0))
+			continue;
+		if (x->grp >= 0) {
+			rep = s->c1.v[s->g[x->grp].cmd].reply;
+			pos = x->pos;
+		} else {
+			rep = s->c1.v[x->cmd].reply;
+		}
+		if (rep->type == REDIS_REPLY_ERROR) {
+			op->err = TALLY_EIO; /* e.g. WRONGTYPE: a foreign key */
+			continue;
+		}
+		if (op->kind == STORE_OP_SET || op->kind == STORE_OP_DEL) {
+			rc = parse_setdel(op, rep);
+		} else if (op->kind == STORE_OP_EVENT &&
+		           op->mode == TALLY_MODE_UNIQUE) {
+			rc = parse_member(op, x, rep);
+		} else if (op->kind == STORE_OP_INCRBY ||
+		           op->kind == STORE_OP_EVENT) {
+			rc = add_reply(rep, pos, &n, &op->result);
+			if (rc == TALLY_EOVERFLOW) {
+				op->err = rc;
+				rc = TALLY_OK;
+				continue;
+			}
+			x->changed = 1;
+			x->d = op->kind == STORE_OP_INCRBY ? op->value
+			       : op->remove ? -op->delta : op->delta;
+		}
+		if (rc != TALLY_OK)
+			return rc;
+		if (op->kind == STORE_OP_INCRBY) {
+			uint32_t known = rc_shards_get(s->r, op->key, op->key_len);
+
+			rc_shards_seen(s->r, op->key, op->key_len, n);
+			if (n > 1 || known > 1)
+				rc = need_sum(s, i, n > known ? n : known);
+		}
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	return TALLY_OK;
+}
+
+static int plan_sums(rc_seg *s)
+{
+	for (size_t gi = 0; gi < s->ng; gi++) {
+		rc_grp *g = &s->g[gi];
+		const store_op *op = &s->ops[g->op];
+		char tag[RC_KEY_MAX];
+		size_t tl;
+
+		if (g->kind != G_SUM_NAMED && g->kind != G_SUM_UNIQUE)
+			continue;
+		g->first = s->c2.n;
+		if (g->kind == G_SUM_UNIQUE) {
+			g->n = RC_SUBS;
+			tl = rc_obj_tag(s->r, tag, sizeof tag, &op->obj);
+		}
+		for (uint32_t k = 0; k < g->n; k++) {
+			cluster_cmd *cmd = rc_cmd(&s->c2, 2, 0);
+			int n;
+
+			if (g->kind == G_SUM_UNIQUE)
+				n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s#%u}",
+				             (int)tl, tag, k);
+			else
+				n = snprintf(s->key, RC_KEY_MAX, "t:c:{%.*s}",
+				             (int)counter_tag(tag, op, k), tag);
+			if (cmd == NULL || n < 0 || n >= RC_KEY_MAX ||
+			    rc_arg(&s->c2, cmd, 0,
+			           g->kind == G_SUM_UNIQUE ? "HLEN" : "GET",
+			           g->kind == G_SUM_UNIQUE ? 4 : 3) ||
+			    rc_arg(&s->c2, cmd, 1, s->key, (size_t)n))
+				return TALLY_ENOMEM;
+			cmd->slot = rc_slot(s->key, (size_t)n);
+		}
+	}
+	return TALLY_OK;
+}
+
+/* One capped-log append: list and sequence keys in tag's slot. */
+static int plan_log(rc_seg *s, size_t i, const char *tag, size_t tl,
+                    const char *list, const char *seq, const char *suffix,
+                    const char *entry, size_t el)
+{
+	cluster_cmd *cmd;
+	size_t tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, suffix);
+	int n = snprintf(s->key, RC_KEY_MAX, "%s", list);
+
+	cmd = rc_eval(s->r, &s->c2, RC_S_LOG, 3, 3, rc_slot(list, (size_t)n));
+	if (cmd == NULL || tkl == 0 ||
+	    rc_arg(&s->c2, cmd, 3, list, (size_t)n) ||
+	    rc_arg(&s->c2, cmd, 4, seq, strlen(seq)) ||
+	    rc_arg(&s->c2, cmd, 5, s->key2, tkl) ||
+	    rc_argf(&s->c2, cmd, 6, "%u", s->ops[i].token ? s->r->token_ttl_s
+	                                                  : RC_BATCH_TOKEN_TTL_S) ||
+	    rc_argf(&s->c2, cmd, 7, "%d", RC_LOG_CAP) ||
+	    rc_arg(&s->c2, cmd, 8, entry, el))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
+/* Recent and history entries of an event that changed something and
+ * names a member (anonymous events are counted, never listed). */
+static int plan_logs(rc_seg *s, size_t i)
+{
+	const store_op *op = &s->ops[i];
+	char otag[RC_KEY_MAX], kt[TALLY_NAME_MAX + 8], list[RC_KEY_MAX];
+	char seq[RC_KEY_MAX], utag[32], entry[3 * 24 + TALLY_NAME_MAX + 8];
+	size_t ol = rc_obj_tag(s->r, otag, sizeof otag, &op->obj);
+	size_t kl = rc_ktype_tag(s->r, kt, sizeof kt, op->obj.ktype);
+	int64_t d = s->x[i].d;
+	const char *cname = otag;
+	size_t cl;
+	int el, ul, rc;
+
+	if (ol == 0 || kl == 0)
+		return TALLY_ECORRUPT;
+	cl = (size_t)((const char *)memchr(otag, '|', ol) - otag);
+	snprintf(list, sizeof list, "t:r:{%.*s}", (int)ol, otag);
+	snprintf(seq, sizeof seq, "t:q:{%.*s}", (int)ol, otag);
+	el = snprintf(entry, sizeof entry, "%llu:%lld:%lld",
+	              (unsigned long long)op->member, (long long)op->at_ms,
+	              (long long)d);
+	rc = plan_log(s, i, otag, ol, list, seq, ":r", entry, (size_t)el);
+	if (rc != TALLY_OK)
+		return rc;
+	ul = snprintf(utag, sizeof utag, "u%llu", (unsigned long long)op->member);
+	snprintf(list, sizeof list, "t:h:{%s}:%s", utag, kt);
+	snprintf(seq, sizeof seq, "t:hq:{%s}:%s", utag, kt);
+	el = snprintf(entry, sizeof entry, "%llu:%lld:%lld:%.*s",
+	              (unsigned long long)op->obj.content, (long long)op->at_ms,
+	              (long long)d, (int)cl, cname);
+	return plan_log(s, i, utag, (size_t)ul, list, seq, ":h", entry,
+	                (size_t)el);
+}
+
+static int phase2(rc_seg *s)
+{
+	int rc = plan_sums(s);
+
+	for (size_t i = s->from; rc == TALLY_OK && i < s->to; i++) {
+		const store_op *op = &s->ops[i];
+
+		if (!op->skip && op->kind == STORE_OP_EVENT && op->err == 0 &&
+		    s->x[i].changed && op->member != 0)
+			rc = plan_logs(s, i);
+	}
+	if (rc == TALLY_OK)
+		rc = rc_exec(s->r->cl, &s->c2);
+	for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
+		rc_grp *g = &s->g[gi];
+
+		if (g->kind != G_SUM_NAMED && g->kind != G_SUM_UNIQUE)
+			continue;
+		g->sum = 0;
+		for (uint32_t k = 0; rc == TALLY_OK && k < g->n; k++) {
+			int64_t v;
+			int nil;
+
+			rc = rc_reply_i64(s->c2.v[g->first + k].reply, &v, &nil);
+			if (rc == TALLY_OK &&
+			    __builtin_add_overflow(g->sum, v, &g->sum))
+				rc = TALLY_EOVERFLOW;
+		}
+		if (rc == TALLY_EOVERFLOW) { /* a sharded sum out of int64 */
+			g->sum = INT64_MAX;
+			rc = TALLY_OK;
+		}
+	}
+	/* Each op's result: the sum less what the later ops changed. */
+	for (size_t i = s->to; rc == TALLY_OK && i-- > s->from;) {
+		store_op *op = &s->ops[i];
+		rc_grp *g;
+
+		if (op->skip || op->err || s->x[i].sum < 0)
+			continue;
+		g = &s->g[s->x[i].sum];
+		op->result = g->sum;
+		g->sum -= s->x[i].d;
+	}
+	return rc;
+}
+
+static int segment_run(rc_seg *s)
+{
+	int rc = TALLY_OK;
+
+	s->r->batch_no++;
+	s->ng = 0;
+	hmap_clear(s->gidx);
+	for (size_t i = s->from; i < s->to; i++) {
+		s->x[i] = (rc_opx){ .grp = -1, .sum = -1, .cmd = -1 };
+		s->ops[i].err = TALLY_OK;
+	}
+	for (size_t i = s->from; rc == TALLY_OK && i < s->to; i++)
+		if (!s->ops[i].skip)
+			rc = plan_op(s, i);
+	if (rc == TALLY_OK)
+		rc = plan_groups(s);
+	if (rc == TALLY_OK)
+		rc = rc_exec(s->r->cl, &s->c1);
+	if (rc == TALLY_OK)
+		rc = parse_phase1(s);
+	if (rc == TALLY_OK)
+		rc = phase2(s);
+	atomic_fetch_add(&s->r->st_entries, s->c1.n + s->c2.n);
+	return rc;
+}
+
+/* Whether op i must start a new segment: its order against an earlier op
+ * of the segment is not kept by one script. seen: 'n'+key -> 1 (added
+ * to) or 2 (SET/DEL); 'm'+object+member -> 1. */
+static int segment_cut(rc_seg *s, hmap *seen, size_t i)
+{
+	const store_op *op = &s->ops[i];
+	uint8_t k[1 + TALLY_KEY_MAX + sizeof(key_obj) + 8];
+	size_t len;
+	uint8_t *v, want;
+	int inserted;
+
+	if (op->kind == STORE_OP_INCRBY || op->kind == STORE_OP_SET ||
+	    op->kind == STORE_OP_DEL) {
+		k[0] = 'n';
+		memcpy(k + 1, op->key, op->key_len);
+		len = 1 + op->key_len;
+		want = op->kind == STORE_OP_INCRBY ? 1 : 2;
+	} else if (op->kind == STORE_OP_EVENT &&
+	           op->mode == TALLY_MODE_UNIQUE) {
+		k[0] = 'm';
+		memcpy(k + 1, &op->obj, sizeof op->obj);
+		memcpy(k + 1 + sizeof op->obj, &op->member, 8);
+		len = 1 + sizeof op->obj + 8;
+		want = 2;
+	} else {
+		return 0;
+	}
+	v = hmap_get(seen, k, len);
+	if (v != NULL && (*v == 2 || want == 2))
+		return 1;
+	v = hmap_put(seen, k, len, &inserted);
+	if (v == NULL)
+		return -1;
+	*v = want;
+	return 0;
+}
+
+static void segment_reset(rc_seg *s)
+{
+	rc_cmds_free(&s->c1);
+	rc_cmds_free(&s->c2);
+	rc_arena_reset(&s->r->arena);
+}
+
+/* Every master that owns a slot written gets WAIT redis_wait. */
+int rc_wait(rcs *r, const uint16_t *slots, size_t nslots)
+{
+	cluster_master_reply *mr = NULL;
+	char n[16], to[16];
+	const char *argv[3] = { "WAIT", n, to };
+	size_t nm = 0;
+	int rc;
+
+	snprintf(n, sizeof n, "%d", r->redis_wait);
+	snprintf(to, sizeof to, "%d", RC_WAIT_TIMEOUT_MS);
+	rc = cluster_each_master(r->cl, slots, nslots, 3, argv, NULL,
+	                         RC_WAIT_TIMEOUT_MS + 2000, &mr, &nm);
+	for (size_t i = 0; rc == TALLY_OK && i < nm; i++)
+		if (mr[i].reply == NULL ||
+		    mr[i].reply->type != REDIS_REPLY_INTEGER ||
+		    mr[i].reply->integer < r->redis_wait)
+			rc = TALLY_EIO; /* not on enough replicas: no ack */
+	cluster_master_replies_free(mr, nm);
+	atomic_fetch_add(&r->st_syncs, 1);
+	return rc == TALLY_OK ? TALLY_OK : TALLY_EIO;
+}
+
+static int slots_add(uint16_t **v, size_t *n, size_t *cap, const rc_cmds *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		if (*n == *cap) {
+			size_t nc = *cap ? 2 * *cap : 64;
+			uint16_t *p = realloc(*v, nc * sizeof *p);
+
+			if (p == NULL)
+				return TALLY_ENOMEM;
+			*v = p;
+			*cap = nc;
+		}
+		(*v)[(*n)++] = c->v[i].slot;
+	}
+	return TALLY_OK;
+}
+
+static int apply_all(rc_seg *s, store_batch *b, uint16_t **slots,
+                     size_t *nslots)
+{
+	hmap *seen = hmap_create(1);
+	size_t cap = 0;
+	int rc = seen ? TALLY_OK : TALLY_ENOMEM;
+
+	s->from = 0;
+	for (size_t i = 0; rc == TALLY_OK && i <= b->n; i++) {
+		int cut = i == b->n;
+
+		if (!cut && !b->ops[i].skip) {
+			cut = segment_cut(s, seen, i);
+			if (cut < 0)
+				rc = TALLY_ENOMEM;
+		}
+		if (rc != TALLY_OK || !cut || i == s->from)
+			continue;
+		s->to = i;
+		rc = segment_run(s);
+		if (rc == TALLY_OK && b->sync && s->r->redis_wait > 0) {
+			rc = slots_add(slots, nslots, &cap, &s->c1);
+			if (rc == TALLY_OK)
+				rc = slots_add(slots, nslots, &cap, &s->c2);
+		}
+		segment_reset(s);
+		s->from = i;
+		hmap_clear(seen);
+		if (i < b->n && !b->ops[i].skip &&
+		    segment_cut(s, seen, i) < 0)
+			rc = TALLY_ENOMEM;
+	}
+	hmap_free(seen);
+	return rc;
+}
+
+int rc_apply(store *st, store_batch *b)
+{
+	rcs *r = (rcs *)st;
+	rc_seg *s;
+	uint16_t *slots = NULL;
+	size_t nslots = 0;
+	int rc;
+
+	if (r->failed)
+		return r->failed;
+	if (b->n == 0)
+		return TALLY_OK;
+	s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return TALLY_ENOMEM;
+	s->r = r;
+	s->ops = b->ops;
+	s->c1.a = s->c2.a = &r->arena;
+	s->x = calloc(b->n, sizeof *s->x);
+	s->gidx = hmap_create(sizeof(size_t));
+	rc = s->x && s->gidx ? apply_all(s, b, &slots, &nslots) : TALLY_ENOMEM;
+	if (rc == TALLY_OK && nslots > 0)
+		rc = rc_wait(r, slots, nslots);
+	segment_reset(s);
+	hmap_free(s->gidx);
+	free(s->g);
+	free(s->x);
+	free(s);
+	free(slots);
+	/* A batch that failed part-way may be partly applied: refuse
+	 * writes until the engine reopens the store (design note 2). */
+	if (rc == TALLY_EIO || rc == TALLY_ECORRUPT)
+		r->failed = TALLY_EIO;
+	return rc == TALLY_ECORRUPT ? TALLY_EIO : rc;
+}
+
+int rc_sync(store *st)
+{
+	rcs *r = (rcs *)st;
+
+	if (r->failed)
+		return r->failed;
+	return r->redis_wait > 0 ? rc_wait(r, NULL, 0) : TALLY_OK;
+}
+
+int rc_grow(rcs *r, const uint8_t *key, size_t len, uint32_t n,
+            uint32_t *now)
+{
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
+	size_t tl = rc_esc(tag, key, len);
+	int kl = snprintf(k, sizeof k, "t:cfg:{%.*s}", (int)tl, tag);
+	cluster_cmd *cmd = rc_eval(r, &c, RC_S_GROW, 1, 1,
+	                           rc_slot(k, (size_t)kl));
+	rc_reader *rd;
+	int64_t v = 0;
+	int nil, rc = TALLY_ENOMEM;
+
+	if (cmd != NULL && rc_arg(&c, cmd, 3, k, (size_t)kl) == TALLY_OK &&
+	    rc_argf(&c, cmd, 4, "%u", n ? n : 1) == TALLY_OK) {
+		rd = rc_reader_get(r);
+		rc = rc_exec(rd->cl, &c);
+		rc_reader_put(rd);
+	}
+	if (rc == TALLY_OK)
+		rc = rc_reply_i64(c.v[0].reply, &v, &nil);
+	if (rc == TALLY_OK && (nil || v < 1 || v > RC_SHARDS_MAX))
+		rc = TALLY_ECORRUPT;
+	if (rc == TALLY_OK) {
+		*now = (uint32_t)v;
+		rc_shards_seen(r, key, len, (uint32_t)v);
+	}
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}

@@ -1,0 +1,95 @@
+/* rc_lua.h: the Lua scripts of the redis-cluster store. Every write runs as
+ * one of them so that it is atomic on its node and guarded by a token key in
+ * the same slot: a resend after a timeout finds the token and answers with
+ * the saved result instead of applying the write a second time.
+ *
+ * Lua numbers are doubles, so no script does int64 arithmetic itself: Redis
+ * does it (INCRBY refuses to overflow) and values travel as strings. */
+#ifndef TALLY_RC_LUA_H
+#define TALLY_RC_LUA_H
+
+/* Add deltas in order to one integer key (a counter shard or an object
+ * total), each refused alone if it would overflow ("E").
+ * KEYS[1] value key, KEYS[2] token key, KEYS[3] (optional) the counter's
+ * shard-count key, in the same slot (only shard 0 shares it).
+ * ARGV[1] token ttl s, ARGV[2..] deltas.
+ * Returns "n|v1,v2,..." (n: shard count read, 1 without KEYS[3]); a token
+ * already there returns its saved string, so a resend or a client retry
+ * answers like the first run and changes nothing. */
+#define RC_LUA_ADD \
+"local t = redis.call('GET', KEYS[2])\n" \
+"if t then return t end\n" \
+"local n = '1'\n" \
+"if KEYS[3] then n = redis.call('GET', KEYS[3]) or '1' end\n" \
+"local out = {}\n" \
+"for i = 2, #ARGV do\n" \
+"  local r = redis.pcall('INCRBY', KEYS[1], ARGV[i])\n" \
+"  if type(r) == 'table' and r.err then out[#out + 1] = 'E'\n" \
+"  else out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
+"end\n" \
+"local s = n .. '|' .. table.concat(out, ',')\n" \
+"redis.call('SET', KEYS[2], s, 'EX', ARGV[1])\n" \
+"return s\n"
+
+/* SET or DEL of a named counter, allowed only while it has one shard: the
+ * shard-count key and shard 0 share a slot, so the check and the write are
+ * one atomic step even when another tallyd grows the shards.
+ * KEYS[1] shard 0, KEYS[2] shard-count key, KEYS[3] token key.
+ * ARGV[1] ttl s, ARGV[2] "s" or "d", ARGV[3] value (SET).
+ * Returns the value (SET) or "1"/"0" (DEL: existed), or "S" when the
+ * counter has more than one shard (nothing changed). */
+#define RC_LUA_SETDEL \
+"local t = redis.call('GET', KEYS[3])\n" \
+"if t then return t end\n" \
+"local r\n" \
+"if tonumber(redis.call('GET', KEYS[2]) or '1') > 1 then r = 'S'\n" \
+"elseif ARGV[2] == 's' then redis.call('SET', KEYS[1], ARGV[3]); r = ARGV[3]\n" \
+"else r = tostring(redis.call('DEL', KEYS[1])) end\n" \
+"redis.call('SET', KEYS[3], r, 'EX', ARGV[1])\n" \
+"return r\n"
+
+/* Put a member in (HSETNX) or take it out (HDEL) of its sub-hash.
+ * KEYS[1] sub-hash, KEYS[2] token key (same slot).
+ * ARGV[1] ttl s, ARGV[2] member, ARGV[3] at_ms, ARGV[4] "a" or "r".
+ * Returns "1" changed or "0" not; a token already there returns its saved
+ * answer prefixed with "=" (the change was made once, earlier). */
+#define RC_LUA_MEMBER \
+"local t = redis.call('GET', KEYS[2])\n" \
+"if t then return '=' .. t end\n" \
+"local c\n" \
+"if ARGV[4] == 'a' then c = redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3])\n" \
+"else c = redis.call('HDEL', KEYS[1], ARGV[2]) end\n" \
+"redis.call('SET', KEYS[2], tostring(c), 'EX', ARGV[1])\n" \
+"return tostring(c)\n"
+
+/* Append an entry to a capped log (recent actors of an object, or a
+ * member's history), numbered by the log's own sequence key.
+ * KEYS[1] list, KEYS[2] sequence key, KEYS[3] token key (same slot).
+ * ARGV[1] ttl s, ARGV[2] cap, ARGV[3] entry (without its number).
+ * Returns the entry's number, or 0 when the token was there already. */
+#define RC_LUA_LOG \
+"if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[1]) then\n" \
+"  return 0 end\n" \
+"local q = redis.call('INCR', KEYS[2])\n" \
+"redis.call('LPUSH', KEYS[1], q .. ':' .. ARGV[3])\n" \
+"redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)\n" \
+"return q\n"
+
+/* Grow a counter's shard count, never shrink it.
+ * KEYS[1] shard-count key. ARGV[1] wanted count. Returns the count now. */
+#define RC_LUA_GROW \
+"local c = tonumber(redis.call('GET', KEYS[1]) or '1')\n" \
+"local w = tonumber(ARGV[1])\n" \
+"if w > c then redis.call('SET', KEYS[1], ARGV[1]); c = w end\n" \
+"return c\n"
+
+enum rc_script {
+	RC_S_ADD = 0,
+	RC_S_SETDEL,
+	RC_S_MEMBER,
+	RC_S_LOG,
+	RC_S_GROW,
+	RC_S_COUNT
+};
+
+#endif

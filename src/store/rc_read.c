@@ -1,0 +1,314 @@
+/* rc_read.c: the redis-cluster store's queries. Each takes a reader
+ * handle, pipelines every command it needs (one round trip per node) and
+ * sums or parses the replies. A read sees every write acknowledged before
+ * it started: writes are acknowledged only after their nodes answered. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rc_int.h"
+
+static int exec_read(rcs *r, rc_cmds *c)
+{
+	rc_reader *rd = rc_reader_get(r);
+	int rc = rc_exec(rd->cl, c);
+
+	rc_reader_put(rd);
+	return rc;
+}
+
+static int cmd2(rc_cmds *c, const char *verb, const char *key, size_t kl)
+{
+	cluster_cmd *cmd = rc_cmd(c, 2, rc_slot(key, kl));
+
+	if (cmd == NULL || rc_arg(c, cmd, 0, verb, strlen(verb)) ||
+	    rc_arg(c, cmd, 1, key, kl))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
+/* GET of shards [from, to) of counter tag. */
+static int shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
+                       uint32_t to)
+{
+	char k[RC_KEY_MAX];
+	int rc = TALLY_OK;
+
+	for (uint32_t i = from; rc == TALLY_OK && i < to; i++) {
+		int n = snprintf(k, sizeof k, "t:c:{%.*s#%u}", (int)tl, tag, i);
+
+		rc = cmd2(c, "GET", k, (size_t)n);
+	}
+	return rc;
+}
+
+static int add_reply(const redisReply *rep, int64_t *sum, int *found)
+{
+	int64_t v;
+	int nil, rc = rc_reply_i64(rep, &v, &nil);
+
+	if (rc != TALLY_OK)
+		return rc;
+	*found |= !nil;
+	return __builtin_add_overflow(*sum, v, sum) ? TALLY_EOVERFLOW
+	                                            : TALLY_OK;
+}
+
+int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char tag[RC_KEY_MAX], k0[RC_KEY_MAX], kc[RC_KEY_MAX];
+	size_t tl = rc_esc(tag, key, len);
+	uint32_t n = rc_shards_get(r, key, len), now = n;
+	int l0 = snprintf(k0, sizeof k0, "t:c:{%.*s}", (int)tl, tag);
+	int lc = snprintf(kc, sizeof kc, "t:cfg:{%.*s}", (int)tl, tag);
+	cluster_cmd *cmd = rc_cmd(&c, 3, rc_slot(k0, (size_t)l0));
+	int found = 0, nil, rc = TALLY_ENOMEM;
+	int64_t cfg;
+
+	*out = 0;
+	if (cmd != NULL && !rc_arg(&c, cmd, 0, "MGET", 4) &&
+	    !rc_arg(&c, cmd, 1, k0, (size_t)l0) &&
+	    !rc_arg(&c, cmd, 2, kc, (size_t)lc))
+		rc = shard_reads(&c, tag, tl, 1, n);
+	if (rc == TALLY_OK)
+		rc = exec_read(r, &c);
+	if (rc == TALLY_OK && (c.v[0].reply->type != REDIS_REPLY_ARRAY ||
+	                       c.v[0].reply->elements != 2))
+		rc = TALLY_EIO;
+	if (rc == TALLY_OK)
+		rc = rc_reply_i64(c.v[0].reply->element[1], &cfg, &nil);
+	if (rc == TALLY_OK && !nil && cfg > n && cfg <= RC_SHARDS_MAX) {
+		/* Another tallyd grew it: read the shards we did not know. */
+		size_t first = c.n;
+
+		now = (uint32_t)cfg;
+		rc = shard_reads(&c, tag, tl, n, now);
+		if (rc == TALLY_OK) {
+			rc_cmds more = { .v = c.v + first, .n = c.n - first,
+			                 .a = &a };
+			rc = exec_read(r, &more);
+		}
+		rc_shards_seen(r, key, len, now);
+	}
+	if (rc == TALLY_OK)
+		rc = add_reply(c.v[0].reply->element[0], out, &found);
+	for (size_t i = 1; rc == TALLY_OK && i < c.n; i++)
+		rc = add_reply(c.v[i].reply, out, &found);
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	if (rc == TALLY_OK && !found)
+		rc = TALLY_ENOTFOUND;
+	if (rc != TALLY_OK)
+		*out = 0;
+	return rc;
+}
+
+/* GET of the total and HLEN of every sub-hash: which of them is used
+ * depends on the type's mode, which the store is not told; the unused ones
+ * are empty. */
+static int total_reads(rcs *r, rc_cmds *c, const key_obj *o)
+{
+	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
+	size_t tl = rc_obj_tag(r, tag, sizeof tag, o);
+	int n, rc;
+
+	if (tl == 0)
+		return TALLY_ECORRUPT;
+	n = snprintf(k, sizeof k, "t:t:{%.*s}", (int)tl, tag);
+	rc = cmd2(c, "GET", k, (size_t)n);
+	for (unsigned s = 0; rc == TALLY_OK && s < RC_SUBS; s++) {
+		n = snprintf(k, sizeof k, "t:m:{%.*s#%u}", (int)tl, tag, s);
+		rc = cmd2(c, "HLEN", k, (size_t)n);
+	}
+	return rc;
+}
+
+int rc_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	int rc = TALLY_OK;
+
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++)
+		rc = total_reads(r, &c, &objs[i]);
+	if (rc == TALLY_OK)
+		rc = exec_read(r, &c);
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
+		int found = 0;
+
+		out[i] = 0;
+		for (size_t k = 0; rc == TALLY_OK && k <= RC_SUBS; k++)
+			rc = add_reply(c.v[i * (RC_SUBS + 1) + k].reply, &out[i],
+			               &found);
+	}
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}
+
+int rc_total(store *s, const key_obj *o, int64_t *out)
+{
+	return rc_mtotal(s, o, 1, out);
+}
+
+int rc_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
+{
+	/* No event log with running totals here: see design note 4. */
+	(void)s, (void)o, (void)at_ms;
+	*out = 0;
+	return TALLY_ENOTSUP;
+}
+
+int rc_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
+	size_t tl = rc_obj_tag(r, tag, sizeof tag, o);
+	int n = snprintf(k, sizeof k, "t:m:{%.*s#%u}", (int)tl, tag,
+	                 rc_sub_of(member));
+	cluster_cmd *cmd = rc_cmd(&c, 3, rc_slot(k, (size_t)n));
+	int64_t v = 0;
+	int nil = 1, rc = TALLY_ENOMEM;
+
+	if (tl == 0)
+		rc = TALLY_ENOTFOUND;
+	else if (cmd != NULL && !rc_arg(&c, cmd, 0, "HGET", 4) &&
+	         !rc_arg(&c, cmd, 1, k, (size_t)n) &&
+	         !rc_argf(&c, cmd, 2, "%llu", (unsigned long long)member))
+		rc = exec_read(r, &c);
+	if (rc == TALLY_OK)
+		rc = rc_reply_i64(c.v[0].reply, &v, &nil);
+	if (rc == TALLY_OK && nil)
+		rc = TALLY_ENOTFOUND;
+	if (at_ms != NULL)
+		*at_ms = rc == TALLY_OK ? v : 0;
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}
+
+/* The whole capped list at key (at most RC_LOG_CAP entries). */
+static int list_read(rcs *r, rc_cmds *c, const char *key, size_t kl,
+                     const redisReply **out)
+{
+	cluster_cmd *cmd = rc_cmd(c, 4, rc_slot(key, kl));
+	int rc = TALLY_ENOMEM;
+
+	if (cmd != NULL && !rc_arg(c, cmd, 0, "LRANGE", 6) &&
+	    !rc_arg(c, cmd, 1, key, kl) && !rc_arg(c, cmd, 2, "0", 1) &&
+	    !rc_argf(c, cmd, 3, "%d", RC_LOG_CAP - 1))
+		rc = exec_read(r, c);
+	if (rc == TALLY_OK && c->v[0].reply->type != REDIS_REPLY_ARRAY)
+		rc = TALLY_EIO;
+	*out = rc == TALLY_OK ? c->v[0].reply : NULL;
+	return rc;
+}
+
+/* Split "a:b:c:d[:rest]" into 4 integers and the rest. */
+static int entry_split(const redisReply *e, long long f[4], const char **rest,
+                       size_t *rest_len)
+{
+	char buf[160], *p, *end;
+
+	if (e->type != REDIS_REPLY_STRING || e->len >= sizeof buf)
+		return TALLY_ECORRUPT;
+	memcpy(buf, e->str, e->len);
+	buf[e->len] = '\0';
+	p = buf;
+	for (int i = 0; i < 4; i++) {
+		f[i] = strtoll(p, &end, 10);
+		if (end == p || (*end != ':' && *end != '\0') ||
+		    (*end == '\0' && i < 3))
+			return TALLY_ECORRUPT;
+		p = *end ? end + 1 : end;
+	}
+	*rest = e->str + (p - buf);
+	*rest_len = e->len - (size_t)(p - buf);
+	return TALLY_OK;
+}
+
+int rc_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
+              tally_entry *out, size_t *n)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
+	size_t tl = rc_obj_tag(r, tag, sizeof tag, o);
+	const redisReply *l;
+	int kl = snprintf(k, sizeof k, "t:r:{%.*s}", (int)tl, tag);
+	int rc;
+
+	*n = 0;
+	if (tl == 0)
+		return TALLY_OK;
+	rc = list_read(r, &c, k, (size_t)kl, &l);
+	for (size_t i = 0; rc == TALLY_OK && i < l->elements && *n < limit;
+	     i++) {
+		long long f[4];
+		const char *rest;
+		size_t rl;
+
+		rc = entry_split(l->element[i], f, &rest, &rl);
+		if (rc != TALLY_OK || (before && (uint64_t)f[0] >= before))
+			continue;
+		out[*n] = (tally_entry){ (uint64_t)f[1], f[2], f[3],
+		                         (uint64_t)f[0] };
+		(*n)++;
+	}
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}
+
+int rc_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
+               uint64_t before, tally_history_entry *out,
+               uint16_t *ctype_ids, size_t *n)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char kt[TALLY_NAME_MAX + 8], k[RC_KEY_MAX];
+	size_t ktl = rc_ktype_tag(r, kt, sizeof kt, ktype);
+	const redisReply *l;
+	int kl, rc;
+
+	*n = 0;
+	if (ktl == 0)
+		return TALLY_OK;
+	kl = snprintf(k, sizeof k, "t:h:{u%llu}:%s", (unsigned long long)member,
+	              kt);
+	rc = list_read(r, &c, k, (size_t)kl, &l);
+	for (size_t i = 0; rc == TALLY_OK && i < l->elements && *n < limit;
+	     i++) {
+		long long f[4];
+		const char *rest;
+		size_t rl;
+		uint16_t id;
+
+		rc = entry_split(l->element[i], f, &rest, &rl);
+		if (rc != TALLY_OK || (before && (uint64_t)f[0] >= before))
+			continue;
+		/* A content type another tallyd registered after this one
+		 * loaded the schema has no id here yet: left out. */
+		id = rc_ctype_id(r, rest, rl);
+		if (id == 0)
+			continue;
+		memset(&out[*n], 0, sizeof out[*n]);
+		out[*n].content = (uint64_t)f[1];
+		out[*n].at_ms = f[2];
+		out[*n].delta = f[3];
+		out[*n].seq = (uint64_t)f[0];
+		ctype_ids[*n] = id;
+		(*n)++;
+	}
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}
