@@ -520,7 +520,7 @@ static int plan_sums(rc_seg *s)
 		rc_grp *g = &s->g[gi];
 		const store_op *op = &s->ops[g->op];
 		char tag[RC_KEY_MAX];
-		size_t tl;
+		size_t tl = 0;
 
 		if (g->kind != G_SUM_NAMED && g->kind != G_SUM_UNIQUE)
 			continue;
