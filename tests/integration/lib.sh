@@ -290,6 +290,36 @@ _forget_pid() {
 	return 0
 }
 
+# report FILE: a driver's "ok ..." / "FAIL ..." lines become assertions;
+# other lines are printed.
+report() {
+	local line
+	while IFS= read -r line; do
+		case "$line" in
+		"ok   "*) pass "${line#ok   }" ;;
+		"FAIL "*) fail "${line#FAIL }" ;;
+		*) say "$line" ;;
+		esac
+	done <"$1"
+}
+
+# wait_bg PID SECONDS FAILURE: wait (bounded) for a background helper to
+# end; past SECONDS it fails with FAILURE and is killed. WAIT_RC gets its
+# exit code.
+wait_bg() {
+	local pid=$1 i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		fail "$3"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	WAIT_RC=0
+	wait "$pid" || WAIT_RC=$?
+}
+
 # stop_tallyd [SIGNAL]: SIGTERM (default) and wait up to 30 s for a clean
 # exit; SIGKILL past that. T_EXIT gets the exit code (137 when killed).
 stop_tallyd() {

@@ -54,33 +54,6 @@ rnd() { # N: RND = a number in [0, N)
 	RND=$(((RNG >> 20) % $1))
 }
 
-# Turn the driver's "ok ..." / "FAIL ..." lines into assertions.
-report() { # FILE
-	local line
-	while IFS= read -r line; do
-		case "$line" in
-		"ok   "*) pass "${line#ok   }" ;;
-		"FAIL "*) fail "${line#FAIL }" ;;
-		*) say "$line" ;;
-		esac
-	done <"$1"
-}
-
-# Wait (bounded) for a background pid; sets WAIT_RC.
-wait_bg() { # PID SECONDS WHAT
-	local pid=$1 i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		fail "$3 ends within $2 s"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	WAIT_RC=0
-	wait "$pid" || WAIT_RC=$?
-}
-
 # Start a second tallyd on backup N of point P and check it; the main
 # tallyd keeps running.
 check_backup() { # P N
@@ -139,7 +112,7 @@ for ((p = 1; p <= POINTS; p++)); do
 	sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 	kill9_tallyd
 	assert_eq "point $p: tallyd killed by SIGKILL $delay ms after the first $what" "137" "$T_EXIT"
-	wait_bg "$lpid" 60 "point $p: the load"
+	wait_bg "$lpid" 60 "point $p: the load ends within 60 s"
 	report "$WORK/load.$p.out"
 	assert_eq "point $p: load exits 0" "0" "$WAIT_RC"
 	line=$(grep -m1 '^load point' "$WORK/load.$p.out" || true)

@@ -89,15 +89,9 @@ check_recovered() {
 
 # verify ROUND: ack_load's checks against the running tallyd.
 verify() {
-	local round=$1 vrc=0 line
+	local round=$1 vrc=0
 	timeout 300 "$LOAD" verify "$T_RESP" "$round" "$ACK" >"$ACK/verify.$round.out" 2>&1 || vrc=$?
-	while IFS= read -r line; do
-		case "$line" in
-		"ok   "*) pass "${line#ok   }" ;;
-		"FAIL "*) fail "${line#FAIL }" ;;
-		*) say "$line" ;;
-		esac
-	done <"$ACK/verify.$round.out"
+	report "$ACK/verify.$round.out"
 	assert_eq "round $round: verify exits 0" "0" "$vrc"
 }
 

@@ -140,30 +140,15 @@ load_round() { # ROUND SIG
 		assert_log_clean
 	fi
 	# the load generator notices the closed connections and stops
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		fail "round $round: load generator stops within 30 s of the server going away"
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	local lrc=0
-	wait "$pid" || lrc=$?
-	assert_eq "round $round: load generator stopped by itself, exit 0" "0" "$lrc"
+	wait_bg "$pid" 30 "round $round: load generator stops within 30 s of the server going away"
+	assert_eq "round $round: load generator stopped by itself, exit 0" "0" "$WAIT_RC"
 	cat "$ACK/load.$round.out"
 	assert_int_cmp "round $round: some writes were acknowledged" \
 		"$(wc -l <"$ACK/ack.$round")" -ge 500
 	start_tallyd "$DATA"
 	local vrc=0
 	timeout 300 "$LOAD" verify "$T_RESP" "$round" "$ACK" >"$ACK/verify.$round.out" 2>&1 || vrc=$?
-	while IFS= read -r line; do
-		case "$line" in
-		"ok   "*) pass "${line#ok   }" ;;
-		"FAIL "*) fail "${line#FAIL }" ;;
-		*) say "$line" ;;
-		esac
-	done <"$ACK/verify.$round.out"
+	report "$ACK/verify.$round.out"
 	assert_eq "round $round: verify exits 0" "0" "$vrc"
 }
 
