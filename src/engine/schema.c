@@ -3,6 +3,7 @@
  * any thread look names up under a read lock; registrations are serialised
  * and persisted through the write queue before they are published. */
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,44 +161,30 @@ void schema_loaded(schema *s)
 	}
 }
 
+/* Everything of a schema after its two locks is its tables: swapped as one
+ * block, so a field added to them is never forgotten here. */
+_Static_assert(offsetof(schema, types) > offsetof(schema, reg) &&
+               offsetof(schema, reg) > offsetof(schema, lock),
+               "schema: the locks come before the tables");
+
 void schema_replace(schema *live, schema *fresh)
 {
-	hmap *types, *ctypes;
-	char (*names)[TALLY_NAME_MAX + 1];
-	size_t count;
-	uint16_t type_next;
-	uint32_t ctype_next;
+	const size_t off = offsetof(schema, types);
+	unsigned char *a = (unsigned char *)live + off;
+	unsigned char *b = (unsigned char *)fresh + off;
 
 	/* reg first: a registration that queued its write before the store
 	 * failed publishes it before the swap, never into the new tables. */
 	pthread_mutex_lock(&live->reg);
 	pthread_rwlock_wrlock(&live->lock);
-	types = live->types;
-	ctypes = live->ctypes;
-	names = live->ctype_names;
-	count = live->type_count;
-	type_next = live->type_next_id;
-	ctype_next = live->ctype_next_id;
-	live->types = fresh->types;
-	live->ctypes = fresh->ctypes;
-	live->ctype_names = fresh->ctype_names;
-	live->type_count = fresh->type_count;
-	live->type_next_id = fresh->type_next_id;
-	live->ctype_next_id = fresh->ctype_next_id;
-	for (size_t i = 0; i < TALLY_TYPES_MAX; i++) {
-		eng_type ty = live->type_list[i];
+	for (size_t i = 0; i < sizeof(schema) - off; i++) {
+		unsigned char c = a[i];
 
-		live->type_list[i] = fresh->type_list[i];
-		fresh->type_list[i] = ty;
+		a[i] = b[i];
+		b[i] = c;
 	}
 	pthread_rwlock_unlock(&live->lock);
 	pthread_mutex_unlock(&live->reg);
-	fresh->types = types;
-	fresh->ctypes = ctypes;
-	fresh->ctype_names = names;
-	fresh->type_count = count;
-	fresh->type_next_id = type_next;
-	fresh->ctype_next_id = ctype_next;
 }
 
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode)
