@@ -137,7 +137,9 @@ char *metrics_text(void *arg, size_t *len)
 	             "Store write or sync failures", st.store_failures);
 	prom_counter(&t, "store_recoveries_total",
 	             "Store reopened after a failure", st.store_recoveries);
-	prom_gauge(&t, "counters", "Named counters", st.counters);
+	/* The redis-cluster store does not count its counters. */
+	if (strcmp(s->cfg.store, "redis-cluster") != 0)
+		prom_gauge(&t, "counters", "Named counters", st.counters);
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
 	          st.batch_hist, 1, (double)st.writes + (double)st.write_errors);
@@ -191,7 +193,8 @@ char *info_text(srv *s, const char *section, size_t *len)
 		   SRV_STAT(s, connections_rejected), st.writes,
 		   st.write_errors, st.batches, st.syncs, st.store_entries,
 		   st.queue_depth);
-	if (section_on(section, "keyspace"))
+	if (section_on(section, "keyspace") &&
+	    strcmp(s->cfg.store, "redis-cluster") != 0)
 		tx(&t, "# Keyspace\r\ndb0:keys=%" PRIu64 ",expires=0\r\n",
 		   st.counters);
 	return tx_done(&t, len);
