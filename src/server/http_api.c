@@ -125,7 +125,8 @@ static const char *show(const char *p, size_t len, char out[API_SHOW_MAX + 4])
 }
 
 /* The status of an engine error: bad input is 4xx, a store that cannot
- * serve is 503, stored data failing validation is the server's fault. */
+ * serve is 503, what this store cannot do (ENOTSUP) is 501, stored data
+ * failing validation is the server's fault. */
 static int api_status(int err)
 {
 	switch (err) {
@@ -146,6 +147,8 @@ static int api_status(int err)
 	case TALLY_ECLOSED:
 	case TALLY_EBUSY:
 		return 503;
+	case TALLY_ENOTSUP:
+		return 501;
 	default:
 		return 500;
 	}
