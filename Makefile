@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test test-asan fuzz bench run clean
+.PHONY: all deps build test test-asan fuzz bench bench-cluster run clean
 
 all: build
 
@@ -43,13 +43,23 @@ run: deps
 
 # Release build; the in-process benchmark (scripts/bench.sh), then tallyd
 # against Redis (3 persistence settings) and PostgreSQL 15
-# (scripts/bench_compare.sh). Writes docs/BENCHMARKS.md and docs/*.png.
+# (scripts/bench_compare.sh), then hot-key INCR through tallyd on a
+# 3-master Redis Cluster, 1 shard against 3 (scripts/bench_cluster.sh).
+# Writes docs/BENCHMARKS.md and docs/*.png.
 bench:
 	@scripts/deps.sh --bench
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build build-release -j $(JOBS)
 	scripts/bench.sh build-release
 	scripts/bench_compare.sh build-release
+	scripts/bench_cluster.sh build-release
+
+# The cluster benchmark alone (its section of docs/BENCHMARKS.md).
+bench-cluster:
+	@scripts/deps.sh
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build build-release -j $(JOBS) --target tallyd
+	scripts/bench_cluster.sh build-release
 
 clean:
 	rm -rf build build-asan build-release build-fuzz
