@@ -174,7 +174,26 @@ typedef struct tally_options {
 	/** TALLY_STORE_REDIS_CLUSTER: AUTH password of the nodes, or NULL.
 	 *  Copied at open. */
 	const char *cluster_password;
+	/** TALLY_STORE_REDIS_CLUSTER: a named counter is hot when this handle
+	 *  applies more than this many increments per second per shard to
+	 *  it, two whole seconds in a row; its shard count then grows (as
+	 *  tally_shards() does) to that rate divided by this threshold,
+	 *  rounded up, at most hot_shards_max. Counted: increments as the store receives them,
+	 *  one per write (tally_incrby(), INCR of tallyd); the adds of
+	 *  tally_counter_add() in async mode reach it folded, one per
+	 *  counter per flush, and so hardly ever make a counter hot.
+	 *  A counter that grew can no longer be set or deleted
+	 *  (TALLY_ENOTSUP). 0: 50000; TALLY_HOT_SHARD_OFF: never grow
+	 *  automatically. Range 1..100000000, or TALLY_HOT_SHARD_OFF. */
+	uint32_t hot_shard_ops;
+	/** TALLY_STORE_REDIS_CLUSTER: most shards automatic growth gives a
+	 *  counter (tally_shards() may give more). 0: twice the number of
+	 *  masters owning slots when the counter grows. Range 1..256. */
+	uint32_t hot_shards_max;
 } tally_options;
+
+/** tally_options.hot_shard_ops: no automatic shard growth. */
+#define TALLY_HOT_SHARD_OFF UINT32_MAX
 
 /** Where a handle keeps its data (tally_options.store). */
 enum tally_store {
@@ -641,6 +660,9 @@ typedef struct tally_stats {
 	int store_error;
 	uint64_t store_failures;  /**< times the store failed a write or sync */
 	uint64_t store_recoveries; /**< times it was reopened after one */
+	uint64_t shard_growths;   /**< hot counters whose shard count this
+	                               handle grew automatically (redis-cluster
+	                               store; see hot_shard_ops) */
 } tally_stats;
 
 /**

@@ -546,6 +546,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 	o->token_retention_ms = DEF(in->token_retention_ms, 600000);
 	o->cache_entries_max = DEF(in->cache_entries_max, 1u << 20);
 	o->block_cache_mb = DEF(in->block_cache_mb, 64);
+	o->hot_shard_ops = DEF(in->hot_shard_ops, 50000);
 	if (o->durability != TALLY_DURABILITY_SYNC &&
 	    o->durability != TALLY_DURABILITY_ASYNC)
 		return TALLY_EINVAL;
@@ -559,6 +560,9 @@ static int options_apply(const tally_options *in, tally_options *o)
 		return TALLY_EINVAL;
 	if ((o->store != TALLY_STORE_ROCKSDB &&
 	     o->store != TALLY_STORE_REDIS_CLUSTER) || o->redis_wait > 16 ||
+	    (o->hot_shard_ops > 100000000 &&
+	     o->hot_shard_ops != TALLY_HOT_SHARD_OFF) ||
+	    o->hot_shards_max > 256 ||
 	    (o->store == TALLY_STORE_REDIS_CLUSTER &&
 	     (o->cluster_seeds == NULL || o->cluster_seeds[0] == '\0')))
 		return TALLY_EINVAL;
@@ -646,6 +650,9 @@ static store_options store_opts(const tally *t, int create)
 		.redis_wait = (int)t->opt.redis_wait,
 		.token_retention_ms = t->opt.token_retention_ms,
 		.redis_password = t->opt.cluster_password,
+		.hot_shard_ops = t->opt.hot_shard_ops == TALLY_HOT_SHARD_OFF
+		                 ? 0 : t->opt.hot_shard_ops,
+		.hot_shards_max = t->opt.hot_shards_max,
 	};
 }
 
@@ -1064,6 +1071,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.counters = ss.counters,
 		.store_failures = atomic_load(&t->st_store_failures),
 		.store_recoveries = atomic_load(&t->st_store_recoveries),
+		.shard_growths = ss.shard_growths,
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);

@@ -31,6 +31,11 @@ static const char usage[] =
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
 "  --redis-wait N          redis-cluster store: acknowledge a write only\n"
 "                          once N replicas have it (WAIT; 0 = off; 0..16)\n"
+"  --hot-shard-ops N       redis-cluster store: a counter taking more than N\n"
+"                          increments/s per shard on this tallyd for 2 s\n"
+"                          gets more shards (50000; 0 = never)\n"
+"  --hot-shards-max N      redis-cluster store: most shards that growth\n"
+"                          gives (twice the masters; 1..256)\n"
 "  --requirepass PASS      password: RESP AUTH, HTTP Authorization: Bearer\n"
 "                          (wiped from the process's command line)\n"
 "  --requirepass-file F    the same, read from file F (one line, at most\n"
@@ -103,6 +108,8 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--store")) c->store = v;
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
 	else if (!strcmp(f, "--redis-wait")) { rc = num(f, v, 0, 16, &n); c->redis_wait = (uint32_t)n; }
+	else if (!strcmp(f, "--hot-shard-ops")) { rc = num(f, v, 0, 100000000, &n); c->hot_shard_ops = n ? (uint32_t)n : TALLY_HOT_SHARD_OFF; }
+	else if (!strcmp(f, "--hot-shards-max")) { rc = num(f, v, 1, 256, &n); c->hot_shards_max = (uint32_t)n; }
 	else if (!strcmp(f, "--requirepass")) c->requirepass = v;
 	else if (!strcmp(f, "--requirepass-file")) c->requirepass_file = v;
 	else if (!strcmp(f, "--backup-dir")) c->backup_dir = v;
@@ -144,8 +151,10 @@ static int config_check(const srv_config *c)
 		return -1;
 	}
 	if (strcmp(c->store, "redis-cluster") != 0 &&
-	    (c->cluster != NULL || c->redis_wait > 0)) {
-		fprintf(stderr, "tallyd: --cluster and --redis-wait apply to "
+	    (c->cluster != NULL || c->redis_wait > 0 ||
+	     c->hot_shard_ops != 0 || c->hot_shards_max != 0)) {
+		fprintf(stderr, "tallyd: --cluster, --redis-wait, "
+		        "--hot-shard-ops and --hot-shards-max apply to "
 		        "--store redis-cluster only\n");
 		return -1;
 	}

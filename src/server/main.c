@@ -59,6 +59,8 @@ int main(int argc, char **argv)
 		o.store = TALLY_STORE_REDIS_CLUSTER;
 		o.cluster_seeds = s.cfg.cluster;
 		o.redis_wait = s.cfg.redis_wait;
+		o.hot_shard_ops = s.cfg.hot_shard_ops;
+		o.hot_shards_max = s.cfg.hot_shards_max;
 	}
 	rc = tally_open(s.cfg.data_dir, &o, &s.t);
 	if (rc != TALLY_OK) {

@@ -137,6 +137,9 @@ char *metrics_text(void *arg, size_t *len)
 	             "Store write or sync failures", st.store_failures);
 	prom_counter(&t, "store_recoveries_total",
 	             "Store reopened after a failure", st.store_recoveries);
+	prom_counter(&t, "shard_growths_total",
+	             "Hot counters whose shards grew automatically",
+	             st.shard_growths);
 	/* The redis-cluster store does not count its counters. */
 	if (strcmp(s->cfg.store, "redis-cluster") != 0)
 		prom_gauge(&t, "counters", "Named counters", st.counters);
@@ -188,11 +191,12 @@ char *info_text(srv *s, const char *section, size_t *len)
 		   "writes:%" PRIu64 "\r\nwrite_errors:%" PRIu64 "\r\n"
 		   "batches:%" PRIu64 "\r\nfsyncs:%" PRIu64 "\r\n"
 		   "store_entries:%" PRIu64 "\r\nqueue_depth:%" PRIu64 "\r\n"
+		   "shard_growths:%" PRIu64 "\r\n"
 		   "\r\n", SRV_STAT(s, connections_total),
 		   SRV_STAT(s, commands_total),
 		   SRV_STAT(s, connections_rejected), st.writes,
 		   st.write_errors, st.batches, st.syncs, st.store_entries,
-		   st.queue_depth);
+		   st.queue_depth, st.shard_growths);
 	if (section_on(section, "keyspace") &&
 	    strcmp(s->cfg.store, "redis-cluster") != 0)
 		tx(&t, "# Keyspace\r\ndb0:keys=%" PRIu64 ",expires=0\r\n",

@@ -28,6 +28,10 @@ typedef struct srv_config {
 	const char *store;           /* --store rocksdb */
 	const char *cluster;         /* --cluster HOST:PORT,... */
 	uint32_t redis_wait;         /* --redis-wait N, 0 */
+	uint32_t hot_shard_ops;      /* --hot-shard-ops as tally_options has
+	                                it: 0 not given (default), or
+	                                TALLY_HOT_SHARD_OFF for 0 */
+	uint32_t hot_shards_max;     /* --hot-shards-max N, 0 not given */
 	const char *requirepass;     /* --requirepass or --requirepass-file */
 	const char *requirepass_file; /* --requirepass-file */
 	uint32_t maxclients;         /* --maxclients, 10000 */

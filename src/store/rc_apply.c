@@ -18,7 +18,9 @@
 
 #define RC_WAIT_TIMEOUT_MS 5000
 
-enum { G_ADD_NAMED = 1, G_ADD_TOTAL, G_SUM_NAMED, G_SUM_UNIQUE };
+/* G_HOT: increments of a counter that carry client ids (each its own
+ * script), counted for hot-counter growth only. */
+enum { G_ADD_NAMED = 1, G_ADD_TOTAL, G_SUM_NAMED, G_SUM_UNIQUE, G_HOT };
 
 /* A coalesced script (ADD groups) or a sum read (SUM groups). */
 typedef struct rc_grp {
@@ -29,6 +31,8 @@ typedef struct rc_grp {
 	int32_t cmd;         /* ADD: index of its script in phase 1 */
 	size_t first;        /* SUM: index of its first read in phase 2 */
 	int64_t sum;         /* SUM: the sum read, less later ops' changes */
+	uint32_t grow;       /* ADD_NAMED, HOT: 1 + index of the counter's
+	                        GROW script in phase 1, or 0 */
 } rc_grp;
 
 /* Per op: where its answer comes from. */
@@ -181,7 +185,10 @@ static int plan_incr(rc_seg *s, size_t i)
 		    rc_argf(&s->c1, cmd, 7, "%lld", (long long)op->value))
 			return TALLY_ENOMEM;
 		s->x[i].cmd = (int32_t)(s->c1.n - 1);
-		return TALLY_OK;
+		rc = grp_get(s, G_HOT, op->key, op->key_len, i, &gi);
+		if (rc == TALLY_OK)
+			s->g[gi].n++;
+		return rc;
 	}
 	rc = grp_get(s, G_ADD_NAMED, op->key, op->key_len, i, &gi);
 	if (rc != TALLY_OK)
@@ -333,10 +340,48 @@ static int plan_op(rc_seg *s, size_t i)
 	}
 }
 
+/* A GROW script for a counter found hot, in phase 1's pipeline: no round
+ * trip of its own, and the batch's WAIT covers it like the writes. */
+static int plan_grow(rc_seg *s, rc_grp *g, const store_op *op, uint32_t n)
+{
+	char tag[RC_KEY_MAX];
+	size_t tl = rc_esc(tag, op->key, op->key_len);
+	int kl = snprintf(s->key, RC_KEY_MAX, "t:cfg:{%.*s}", (int)tl, tag);
+	cluster_cmd *cmd;
+
+	if (kl < 0 || kl >= RC_KEY_MAX)
+		return TALLY_ENOMEM;
+	cmd = rc_eval(s->r, &s->c1, RC_S_GROW, 1, 1,
+	              rc_slot(s->key, (size_t)kl));
+	if (cmd == NULL || rc_arg(&s->c1, cmd, 3, s->key, (size_t)kl) ||
+	    rc_argf(&s->c1, cmd, 4, "%u", n))
+		return TALLY_ENOMEM;
+	g->grow = (uint32_t)s->c1.n;
+	return TALLY_OK;
+}
+
+/* Count a counter group's increments; grow the counter if it is hot. */
+static int note_hot(rc_seg *s, rc_grp *g, uint64_t now_s)
+{
+	const store_op *op = &s->ops[g->op];
+	uint32_t want = rc_hot_note(s->r, op->key, op->key_len, g->n, now_s);
+
+	return want ? plan_grow(s, g, op, want) : TALLY_OK;
+}
+
+static uint64_t now_s_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
 /* The ADD script of each group, its deltas in op order. */
 static int plan_groups(rc_seg *s)
 {
 	rcs *r = s->r;
+	uint64_t now_s = now_s_mono();
 
 	for (size_t gi = 0; gi < s->ng; gi++) {
 		rc_grp *g = &s->g[gi];
@@ -344,6 +389,9 @@ static int plan_groups(rc_seg *s)
 		char *tag = s->key3;
 		size_t tl, vl, tkl;
 
+		if ((g->kind == G_ADD_NAMED || g->kind == G_HOT) &&
+		    note_hot(s, g, now_s) != TALLY_OK)
+			return TALLY_ENOMEM;
 		if (g->kind == G_ADD_NAMED) {
 			uint32_t n = rc_shards_get(r, op->key, op->key_len);
 
@@ -673,6 +721,14 @@ static int segment_run(rc_seg *s)
 		rc = plan_groups(s);
 	if (rc == TALLY_OK)
 		rc = rc_exec(s->r->cl, &s->c1);
+	/* Growths first, so that this batch's results sum the new shards. */
+	for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
+		const store_op *op = &s->ops[s->g[gi].op];
+
+		if (s->g[gi].grow > 0)
+			rc_hot_grown(s->r, op->key, op->key_len,
+			             s->c1.v[s->g[gi].grow - 1].reply);
+	}
 	if (rc == TALLY_OK)
 		rc = parse_phase1(s);
 	if (rc == TALLY_OK)

@@ -51,6 +51,21 @@
 /* Ids below this are built-in counting types (schema.c). */
 #define RC_TYPE_FIRST_USER_ID 256
 
+/* Hot-counter table (rc_hot.c): sets x ways entries, a few KiB. */
+#define RC_HOT_SETS 64
+#define RC_HOT_WAYS 4
+/* Whole seconds in a row above the threshold before a counter grows. */
+#define RC_HOT_SECONDS 2
+
+/* One counter's recent increments, per whole second (committer only). */
+typedef struct rc_hot {
+	uint64_t h;          /* hash of the counter name; 0: free */
+	uint64_t sec;        /* the second cnt counts in (monotonic) */
+	uint32_t cnt;        /* increments in second sec */
+	uint32_t last;       /* increments in the second before sec */
+	uint32_t streak;     /* whole seconds in a row above the threshold */
+} rc_hot;
+
 /* Chunked arena: pointers into it stay valid until it is reset. */
 typedef struct rc_chunk {
 	struct rc_chunk *next;
@@ -96,6 +111,11 @@ typedef struct rcs {
 	pthread_mutex_t shards_lock;
 	hmap *shards;
 	rc_arena arena;              /* the committer's */
+	/* automatic growth of hot counters (rc_hot.c), committer only */
+	uint32_t hot_ops;            /* increments/s per shard; 0: off */
+	uint32_t hot_max;            /* most shards it gives; 0: 2 x masters */
+	rc_hot hot[RC_HOT_SETS * RC_HOT_WAYS];
+	_Atomic uint64_t st_shard_growths;
 	_Atomic uint64_t st_entries, st_syncs, st_sync_ns;
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rcs;
@@ -145,6 +165,17 @@ int rc_sync(store *s);
 int rc_wait(rcs *r, const uint16_t *slots, size_t nslots);
 int rc_grow(rcs *r, const uint8_t *key, size_t len, uint32_t n,
             uint32_t *now);
+
+/* rc_hot.c */
+/* Note n increments of counter key applied in monotonic second now_s.
+ * Returns the shard count it should grow to, or 0 to leave it. */
+uint32_t rc_hot_note(rcs *r, const uint8_t *key, size_t len, uint32_t n,
+                     uint64_t now_s);
+/* The reply of a GROW script rc_hot_note() asked for: learn the count and
+ * count the growth. Errors are ignored: growth is never needed for a
+ * write to succeed. */
+void rc_hot_grown(rcs *r, const uint8_t *key, size_t len,
+                  const redisReply *rep);
 
 /* rc_read.c */
 int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out);

@@ -480,6 +480,7 @@ static void rc_stats(store *s, store_stats *out)
 	out->entries = atomic_load(&r->st_entries);
 	out->syncs = atomic_load(&r->st_syncs);
 	out->sync_ns = atomic_load(&r->st_sync_ns);
+	out->shard_growths = atomic_load(&r->st_shard_growths);
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
 		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);
 }
@@ -570,6 +571,8 @@ static int rc_init(rcs *r, const store_options *o)
 	r->base.vt = &rc_vt;
 	r->instance = instance_id();
 	r->redis_wait = o->redis_wait;
+	r->hot_ops = o->hot_shard_ops;
+	r->hot_max = o->hot_shards_max;
 	r->token_ttl_s = (o->token_retention_ms + 999) / 1000;
 	if (pthread_rwlock_init(&r->names_lock, NULL) ||
 	    pthread_mutex_init(&r->shards_lock, NULL))

@@ -59,6 +59,7 @@ typedef struct store_stats {
 	uint64_t sync_ns;
 	uint64_t last_seq;
 	uint64_t counters;   /* named counters that exist */
+	uint64_t shard_growths; /* hot counters grown automatically */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } store_stats;
 
@@ -136,6 +137,10 @@ typedef struct store_options {
 	int redis_wait;              /* WAIT for this many replicas, 0: none */
 	uint32_t token_retention_ms; /* client ids live this long */
 	const char *redis_password;  /* AUTH on every node, or NULL */
+	uint32_t hot_shard_ops;      /* increments/s per shard that make a
+	                                counter hot, 0: no automatic growth */
+	uint32_t hot_shards_max;     /* most shards growth gives, 0: twice
+	                                the masters */
 } store_options;
 
 /* Open the RocksDB store in path. */
