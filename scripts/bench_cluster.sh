@@ -147,8 +147,10 @@ TPORT=""
 start_tallyd() {
 	TPORT=$(pick_port)
 	mkdir -p "$TMP/tally"
+	# --hot-shard-ops 0: the 1-shard counter must stay at 1 shard however
+	# fast this machine drives it, or the comparison compares nothing.
 	"$TALLYD" --data "$TMP/tally" --bind 127.0.0.1 --resp-port "$TPORT" --http-port 0 \
-		--store redis-cluster --cluster "$SEEDS" >"$TMP/tallyd.log" 2>&1 &
+		--store redis-cluster --cluster "$SEEDS" --hot-shard-ops 0 >"$TMP/tallyd.log" 2>&1 &
 	TALLY_PID=$!
 	wait_ping "$TPORT"
 }
@@ -328,7 +330,8 @@ read -r MEDR MINR MAXR <<<"$(med redis 4)"
 	echo "  No replicas because on $(nproc) cores their replication would take CPU from"
 	echo "  the masters without being what is compared; nothing here uses \`--redis-wait\`."
 	echo "- tallyd: Release build, tree $REV, \`tallyd --store redis-cluster --cluster"
-	echo "  SEEDS --resp-port P --http-port 0\` (defaults otherwise: $(nproc) I/O threads)."
+	echo "  SEEDS --resp-port P --http-port 0 --hot-shard-ops 0\` (no automatic shard growth;"
+	echo "  defaults otherwise: $(nproc) I/O threads)."
 	echo "- Client: redis-benchmark $REDISV, \`redis-benchmark -c $CLIENTS -P $PIPE -n N INCR KEY\`"
 	echo "  against tallyd (KEY \`${KEY[t1]}\`, and \`${KEY[t3]}\` after \`TALLY.SHARDS ${KEY[t3]} 3\`), and against the"
 	echo "  master owning the slot of \`hot\` for reference (no tallyd in the path)."
