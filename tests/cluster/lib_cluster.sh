@@ -8,10 +8,14 @@
 # Gives: CL_PORTS (every node's port), CL_SEEDS ("127.0.0.1:P,..." of all
 # nodes), ccli PORT ARGS (redis-cli on a node, bounded in time),
 # cluster_masters / cluster_replica_of PORT / cluster_kill_master PORT /
-# cluster_pause PORT MS / cluster_wait_ok. Nodes run with
+# cluster_pause PORT MS / cluster_wait_ok / cluster_flush. Nodes run with
 # cluster-node-timeout 2000 ms, so a failover takes a few seconds.
-# shellcheck source=../integration/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh" "$@"
+# lib.sh sources this file itself when TALLY_TEST_STORE=redis-cluster.
+if [ -z "${TALLY_LIB_SH:-}" ]; then
+	TALLY_CLUSTER_HARNESS=1
+	# shellcheck source=../integration/lib.sh
+	source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh" "$@"
+fi
 need_cmd redis-server redis-cli
 
 CL_PORTS=()
@@ -175,6 +179,23 @@ cluster_kill_master() {
 	done
 	fail "replica $rep of killed master $port is promoted within 60 s"
 	return 1
+}
+
+# Empty the cluster: FLUSHALL on every live master.
+cluster_flush() {
+	local p out masters
+	masters=$(cluster_masters)
+	if [ -z "$masters" ]; then
+		fail "the cluster has live masters to empty"
+		return 1
+	fi
+	for p in $masters; do
+		out=$(ccli "$p" flushall)
+		if [ "$out" != OK ]; then
+			fail "FLUSHALL on master $p" "$out"
+			return 1
+		fi
+	done
 }
 
 # Pause every client of the node on PORT for MS milliseconds.

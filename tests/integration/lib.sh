@@ -2,6 +2,13 @@
 #
 #   source "$(dirname "$0")/lib.sh" "$@"     # $1 is the build folder
 #
+# TALLY_TEST_STORE=redis-cluster (default rocksdb) runs the script against
+# the redis-cluster store: a 6-node Redis Cluster is started once for the
+# script (tests/cluster/lib_cluster.sh) and every tallyd is given
+# --store redis-cluster; a start on a data folder that does not exist yet
+# empties the cluster first, as a fresh folder would be an empty store.
+# on_cluster tells a script which store it runs against.
+#
 # Gives: a private temp folder ($TMP, removed at exit), a trap that kills
 # every tallyd and background helper the script started (by pid, nothing
 # else), tallyd start/stop on free loopback ports, client wrappers with
@@ -18,6 +25,17 @@ if [ $# -lt 1 ] || [ ! -d "$1" ]; then
 	exit 2
 fi
 BUILD_DIR=$(cd "$1" && pwd)
+TALLY_LIB_SH=1
+TEST_STORE=${TALLY_TEST_STORE:-rocksdb}
+case "$TEST_STORE" in
+rocksdb | redis-cluster) ;;
+*)
+	echo "TALLY_TEST_STORE is rocksdb or redis-cluster, not '$TEST_STORE'" >&2
+	exit 2
+	;;
+esac
+on_cluster() { [ "$TEST_STORE" == redis-cluster ]; }
+STORE_ARGS=()    # what start_tallyd adds to select the store
 TALLYD=$BUILD_DIR/tallyd
 IT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -244,12 +262,27 @@ _ready() {
 	timeout 3 curl -s -f -o /dev/null "http://127.0.0.1:$T_HTTP/healthz" || return 1
 }
 
+# _store_check FLAG...: the tallyd just started serves the store this run
+# is about (unless the script chose one in FLAG...).
+_store_check() {
+	local want=rocksdb
+	on_cluster && want=redis-cluster
+	[[ " $* " == *" --store "* ]] && return 0
+	if [[ "$(rcli info server)" != *"store:$want"* ]]; then
+		fail "tallyd $T_PID serves the $want store (INFO server)"
+	fi
+}
+
 # start_tallyd DATA_DIR [FLAG...]: start tallyd on two free loopback ports
 # and wait (bounded) until both answer. Sets T_PID T_RESP T_HTTP T_LOG.
 start_tallyd() {
 	local data=$1 try deadline
 	shift
 	T_DATA=$data
+	if on_cluster && [ ! -d "$data" ]; then
+		cluster_flush || return 1
+		mkdir -p "$data"
+	fi
 	for try in 1 2 3 4 5; do
 		T_RESP=$(pick_port)
 		T_HTTP=$(pick_port)
@@ -257,7 +290,8 @@ start_tallyd() {
 		T_LOG=$TMP/tallyd.$T_STARTS.log
 		"$TALLYD" --data "$data" --bind 127.0.0.1 --resp-port "$T_RESP" \
 			--http-port "$T_HTTP" --threads 2 \
-			${T_PASS:+--requirepass "$T_PASS"} "$@" >"$T_LOG" 2>&1 &
+			${T_PASS:+--requirepass "$T_PASS"} "${STORE_ARGS[@]}" "$@" \
+			>"$T_LOG" 2>&1 &
 		T_PID=$!
 		TALLYD_PIDS+=("$T_PID")
 		deadline=$((SECONDS + 30))
@@ -266,6 +300,7 @@ start_tallyd() {
 				break
 			fi
 			if _ready; then
+				_store_check "$@"
 				return 0
 			fi
 			sleep 0.1
@@ -424,3 +459,15 @@ proc_kib() { # PID FIELD
 }
 
 now_ms() { date +%s%3N; }
+
+# ---- the redis-cluster store ---------------------------------------------------
+
+# The cluster tests (tests/cluster) source lib_cluster.sh, which sources
+# this file first and starts its own cluster.
+if on_cluster && [ -z "${TALLY_CLUSTER_HARNESS:-}" ]; then
+	# shellcheck source=../cluster/lib_cluster.sh
+	source "$IT_DIR/../cluster/lib_cluster.sh"
+	cluster_start no
+	STORE_ARGS=(--store redis-cluster --cluster "$CL_SEEDS")
+	say "store: redis-cluster on $CL_SEEDS"
+fi
