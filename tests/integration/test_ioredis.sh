@@ -24,7 +24,7 @@ say "tallyd pid $T_PID, RESP $T_RESP"
 
 section "ioredis_test.js"
 rc=0
-timeout 120 node "$NODE_DIR/ioredis_test.js" "$T_RESP" >"$TMP/node.out" 2>&1 || rc=$?
+timeout 120 node "$NODE_DIR/ioredis_test.js" "$T_RESP" "$TEST_STORE" >"$TMP/node.out" 2>&1 || rc=$?
 while IFS= read -r line; do
 	case "$line" in
 	"ok   "*) pass "ioredis: ${line#ok   }" ;;

@@ -8,6 +8,11 @@
 #     some acks, then restart on the same folder: every acknowledged write
 #     is there, nothing is counted twice, counts equal memberships.
 #     TALLY_KILL_ROUNDS rounds (default 5), then one SIGTERM under load.
+# With TALLY_TEST_STORE=redis-cluster the data is in the cluster, not the
+# folder: a restarted tallyd reads it all back from Redis, and kill -9 of
+# tallyd must lose no acknowledged write there either (what survives a
+# Redis node's crash is Redis's durability, tests/cluster). DBSIZE and
+# COUNT ... AT, refused on that store, are refused alike before and after.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
 need_cmd redis-cli curl
