@@ -52,7 +52,7 @@ info_field() { # PORT FIELD
 
 section "a hot counter grows, a cold one does not"
 start_tallyd "$TMP/a" "${CS[@]}" --hot-shard-ops "$HOT_OPS"
-A_RESP=$T_RESP
+A_RESP=$T_RESP A_HTTP=$T_HTTP A_PID=$T_PID A_LOG=$T_LOG
 assert_eq "hot starts with 1 shard" "1" "$(rcli tally.shards hot)"
 assert_eq "shard_growths starts at 0" "0" "$(info_field "$A_RESP" shard_growths)"
 
@@ -86,6 +86,8 @@ assert_int_cmp "hot grew past 1 shard" "$shards" -gt 1
 assert_int_cmp "hot has at most twice the masters (6) shards" "$shards" -le 6
 assert_int_cmp "INFO shard_growths counts the growth" \
 	"$(info_field "$A_RESP" shard_growths)" -ge 1
+assert_int_cmp "/metrics tally_shard_growths_total counts it" \
+	"$(metric tally_shard_growths_total)" -ge 1
 assert_eq "TALLY.SHARDS on the cluster's own key agrees" "$shards" \
 	"$(ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot 't:cfg:{hot}')")" get 't:cfg:{hot}')"
 assert_eq "hot is exact: every acknowledged INCR counted once" "$sent" "$(rcli get hot)"
@@ -112,4 +114,9 @@ done
 assert_eq "hot2 kept 1 shard" "1" "$(rcli tally.shards hot2)"
 assert_eq "shard_growths stays 0 with growth off" "0" "$(info_field "$B_RESP" shard_growths)"
 assert_eq "hot2 is exact" "$off_sent" "$(rcli get hot2)"
+
+section "both tallyd stop cleanly"
+stop_and_check
+T_PID=$A_PID T_LOG=$A_LOG T_HTTP=$A_HTTP T_RESP=$A_RESP
+stop_and_check
 finish
