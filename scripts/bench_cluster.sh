@@ -79,12 +79,14 @@ pick_port() {
 	done
 	die "no free port"
 }
-wait_ping() { # port: until PONG, at most 60 s
+wait_ping() { # port pid log: until PONG, at most 60 s, while pid lives
 	local i
 	for ((i = 0; i < 600; i++)); do
 		[ "$(rc "$1" ping)" = PONG ] && return 0
+		kill -0 "$2" 2>/dev/null || break
 		sleep 0.1
 	done
+	tail -n 20 "$3" >&2
 	die "no PONG on port $1"
 }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -106,7 +108,7 @@ start_cluster() {
 		MASTERS+=("$p")
 		addrs+=("127.0.0.1:$p")
 	done
-	for p in "${MASTERS[@]}"; do wait_ping "$p"; done
+	for p in "${MASTERS[@]}"; do wait_ping "$p" "${NODE_PID[$p]}" "$TMP/redis.$p/redis.log"; done
 	timeout 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 \
 		--cluster-yes >"$TMP/create.log" 2>&1 || { cat "$TMP/create.log" >&2; die "cluster create failed"; }
 	for ((i = 0; i < 300; i++)); do
@@ -152,7 +154,7 @@ start_tallyd() {
 	"$TALLYD" --data "$TMP/tally" --bind 127.0.0.1 --resp-port "$TPORT" --http-port 0 \
 		--store redis-cluster --cluster "$SEEDS" --hot-shard-ops 0 >"$TMP/tallyd.log" 2>&1 &
 	TALLY_PID=$!
-	wait_ping "$TPORT"
+	wait_ping "$TPORT" "$TALLY_PID" "$TMP/tallyd.log"
 }
 
 # ---- counters of every process, before and after a run ----------------
@@ -183,7 +185,8 @@ rb() { # port n key -> "rps p50 p99 cpu_s"
 	local out cpu
 	out=$TMP/rb.out
 	TIMEFORMAT='%3U %3S'
-	{ time redis-benchmark -h 127.0.0.1 -p "$1" -n "$2" -c $CLIENTS -P $PIPE --precision 3 --csv \
+	# Bounded: a server that stops answering must not hang the script.
+	{ time timeout 600 redis-benchmark -h 127.0.0.1 -p "$1" -n "$2" -c $CLIENTS -P $PIPE --precision 3 --csv \
 		INCR "$3" >"$out" 2>"$TMP/rb.err"; } 2>"$TMP/rb.time"
 	cpu=$(awk '{ print $1 + $2 }' "$TMP/rb.time")
 	awk -F'","' -v cpu="$cpu" 'NR == 2 { gsub(/"/, "", $NF); print $2, $5, $7, cpu }' "$out"
@@ -199,7 +202,7 @@ SHARDS_T3=3
 # Read the count back both ways after each run: it must equal every
 # increment sent so far (the probe included).
 check_count() { # config
-	local c=$1 want=${SENT[$1]} got direct=0 i v n=1
+	local c=$1 want=${SENT[$1]} got direct=0 i k v n=1
 	if [ "$c" = redis ]; then
 		got=$(rc "${PORT[redis]}" get hot)
 		direct=$got
@@ -251,6 +254,7 @@ log "masters ${MASTERS[*]}; ${KEY[t1]} on $(master_of "$(shard_key "${KEY[t1]}" 
 for c in t1 t3 redis; do
 	n=$((CLIENTS * PIPE * 40))
 	res=$(rb "${PORT[$c]}" "$n" "${KEY[$c]}")
+	[ -n "$res" ] || { cat "$TMP/rb.err" >&2; die "$c: the probe run gave no figures"; }
 	SENT[$c]=$((SENT[$c] + n))
 	check_count "$c"
 	# A multiple of CLIENTS x PIPE: redis-benchmark sends whole pipelines,
