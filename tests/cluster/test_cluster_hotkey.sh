@@ -14,6 +14,17 @@ HOT_OPS=200
 ROUND=20000    # INCRs per redis-benchmark round
 ROUNDS_MAX=15  # bounds the test's time on a slow machine
 
+section "flags"
+out=$(timeout 10 "$TALLYD" --data "$TMP/x" --hot-shard-ops 10 2>&1) && rc=0 || rc=$?
+assert_ne "--hot-shard-ops on the rocksdb store is refused" "0" "$rc"
+assert_contains "... saying where it applies" "$out" "redis-cluster only"
+out=$(timeout 10 "$TALLYD" --store redis-cluster --cluster 127.0.0.1:1 \
+	--hot-shard-ops 100000001 2>&1) && rc=0 || rc=$?
+assert_contains "--hot-shard-ops above 100000000 is refused" "$out" "wants a number"
+out=$(timeout 10 "$TALLYD" --store redis-cluster --cluster 127.0.0.1:1 \
+	--hot-shards-max 257 2>&1) && rc=0 || rc=$?
+assert_contains "--hot-shards-max above 256 is refused" "$out" "wants a number"
+
 cluster_start no
 CS=(--store redis-cluster --cluster "$CL_SEEDS")
 
