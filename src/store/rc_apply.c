@@ -4,7 +4,8 @@
  * two round trips, every node's commands pipelined in each:
  *  1. the writes: one script per coalesced counter (all its deltas, in
  *     order, each refused alone on overflow), per object total, per
- *     membership change, per SET/DEL, per op carrying a client id;
+ *     membership change, per SET/DEL, per op carrying a client id, and a
+ *     GROW script for each counter found hot (rc_hot.c);
  *  2. the reads that results need (the shards of a sharded counter, the
  *     sub-hash sizes of a unique object) and the capped logs (recent,
  *     history) of the events that changed something.

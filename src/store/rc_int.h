@@ -5,7 +5,8 @@
  *
  * Key layout (every key starts with "t:"; {...} is the hash tag):
  *   t:c:{N}          counter N, shard 0 (int)    t:c:{N#i}  shard i >= 1
- *   t:cfg:{N}        shard count of N when > 1 (same slot as shard 0)
+ *   t:cfg:{N}        shard count of N when > 1 (same slot as shard 0);
+ *                    set by TALLY.SHARDS or by hot growth (rc_hot.c)
  *   t:t:{O}          total of object O (total types)
  *   t:m:{O#s}        members of O with hash(member) % RC_SUBS == s
  *                    (member -> at_ms); count = sum of HLEN
