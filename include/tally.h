@@ -183,7 +183,7 @@ typedef struct tally_options {
 	 *  tally_counter_add() in async mode reach it folded, one per
 	 *  counter per flush, and so hardly ever make a counter hot.
 	 *  A counter that grew can no longer be set or deleted
-	 *  (TALLY_ENOTSUP). 0: 50000; TALLY_HOT_SHARD_OFF: never grow
+	 *  (TALLY_ENOTSUP). 0: 100000; TALLY_HOT_SHARD_OFF: never grow
 	 *  automatically. Range 1..100000000, or TALLY_HOT_SHARD_OFF. */
 	uint32_t hot_shard_ops;
 	/** TALLY_STORE_REDIS_CLUSTER: most shards automatic growth gives a

@@ -546,7 +546,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 	o->token_retention_ms = DEF(in->token_retention_ms, 600000);
 	o->cache_entries_max = DEF(in->cache_entries_max, 1u << 20);
 	o->block_cache_mb = DEF(in->block_cache_mb, 64);
-	o->hot_shard_ops = DEF(in->hot_shard_ops, 50000);
+	o->hot_shard_ops = DEF(in->hot_shard_ops, 100000);
 	if (o->durability != TALLY_DURABILITY_SYNC &&
 	    o->durability != TALLY_DURABILITY_ASYNC)
 		return TALLY_EINVAL;

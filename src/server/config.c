@@ -33,7 +33,7 @@ static const char usage[] =
 "                          once N replicas have it (WAIT; 0 = off; 0..16)\n"
 "  --hot-shard-ops N       redis-cluster store: a counter taking more than N\n"
 "                          increments/s per shard on this tallyd for 2 s\n"
-"                          gets more shards (50000; 0 = never)\n"
+"                          gets more shards (100000; 0 = never)\n"
 "  --hot-shards-max N      redis-cluster store: most shards that growth\n"
 "                          gives (twice the masters; 1..256)\n"
 "  --requirepass PASS      password: RESP AUTH, HTTP Authorization: Bearer\n"

@@ -60,7 +60,8 @@ _cl_start_node() { # PORT BUSPORT AOF
 	redis-server --port "$port" --bind 127.0.0.1 --cluster-enabled yes \
 		--cluster-port "$bus" --cluster-config-file nodes.conf \
 		--cluster-node-timeout "$CL_NODE_TIMEOUT_MS" \
-		--appendonly "$aof" --save '' --dir "$dir" \
+		--appendonly "$aof" --save '' --repl-diskless-sync-delay 0 \
+		--dir "$dir" \
 		--logfile "$dir/redis.log" --daemonize no \
 		--enable-debug-command local >/dev/null 2>&1 &
 	CL_PID[$port]=$!
