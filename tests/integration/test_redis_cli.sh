@@ -428,6 +428,12 @@ if on_cluster; then
 	assert_eq "restart: the hot counter of redis-benchmark" "100000" \
 		"$(rcli get counter:__rand_int__)"
 	stop_and_check
+	# lib.sh: a tallyd on a new data folder starts on an emptied cluster.
+	start_tallyd "$TMP/fresh"
+	assert_eq "a new data folder: the cluster was emptied" "" "$(rcli get s1)"
+	assert_eq "a new data folder: no custom type" \
+		"ERR unknown counting type 'clap'" "$(rcli tally.count article clap 1)"
+	stop_and_check
 else
 	section "shutdown; a tallyd on the backup folder has the data of backup time"
 	assert_alive
