@@ -250,16 +250,25 @@ done
 PORT[redis]=$(master_of hot)
 log "masters ${MASTERS[*]}; ${KEY[t1]} on $(master_of "$(shard_key "${KEY[t1]}" 0)"), ${KEY[t3]} on $(shard_masters "${KEY[t3]}" 3 | tr '\n' ' ')hot on ${PORT[redis]}"
 
-# Request counts: about SECS seconds each, from one probe per configuration.
-for c in t1 t3 redis; do
-	n=$((CLIENTS * PIPE * 40))
+# Request counts: about SECS seconds each, from two probes per
+# configuration (interleaved; the faster counts, a probe slowed by other
+# work on the machine would make every run too short). Both tallyd
+# configurations get the same count.
+declare -A RATE=()
+for c in t1 t3 redis t1 t3 redis; do
+	n=$((CLIENTS * PIPE * 100))
 	res=$(rb "${PORT[$c]}" "$n" "${KEY[$c]}")
 	[ -n "$res" ] || { cat "$TMP/rb.err" >&2; die "$c: the probe run gave no figures"; }
 	SENT[$c]=$((SENT[$c] + n))
 	check_count "$c"
+	RATE[$c]=$(awk -v a="${RATE[$c]:-0}" -v b="${res%% *}" 'BEGIN { print (b > a ? b : a) }')
+done
+RATE[t1]=$(awk -v a="${RATE[t1]}" -v b="${RATE[t3]}" 'BEGIN { print (b > a ? b : a) }')
+RATE[t3]=${RATE[t1]}
+for c in t1 t3 redis; do
 	# A multiple of CLIENTS x PIPE: redis-benchmark sends whole pipelines,
 	# so with -P 16 it sends -n rounded up to a multiple of 16.
-	NREQ[$c]=$(awk -v r="${res%% *}" -v s="$SECS" -v u=$((CLIENTS * PIPE)) 'BEGIN { n = int(r * s / u); if (n < 20) n = 20; print n * u }')
+	NREQ[$c]=$(awk -v r="${RATE[$c]}" -v s="$SECS" -v u=$((CLIENTS * PIPE)) 'BEGIN { n = int(r * s / u); if (n < 20) n = 20; print n * u }')
 done
 
 CONFIGS="t1 t3 redis"
@@ -339,7 +348,8 @@ read -r MEDR MINR MAXR <<<"$(med redis 4)"
 	echo "- Client: redis-benchmark $REDISV, \`redis-benchmark -c $CLIENTS -P $PIPE -n N INCR KEY\`"
 	echo "  against tallyd (KEY \`${KEY[t1]}\`, and \`${KEY[t3]}\` after \`TALLY.SHARDS ${KEY[t3]} 3\`), and against the"
 	echo "  master owning the slot of \`hot\` for reference (no tallyd in the path)."
-	echo "  N is calibrated once per configuration from a probe run to about $SECS s"
+	echo "  N is calibrated to about $SECS s from the faster of two probe runs per configuration,"
+	echo "  the same N for both tallyd configurations"
 	echo "  (t1 ${NREQ[t1]}, t3 ${NREQ[t3]}, redis ${NREQ[redis]})."
 	echo "- $RUNS rounds, configurations alternating (odd rounds \`1 shard, 3 shards, Redis\`,"
 	echo "  even rounds reversed); figures are medians. After every run the count is"
