@@ -30,6 +30,13 @@ ccli() {
 	timeout 10 redis-cli -h 127.0.0.1 -p "$port" "$@" 2>&1 || true
 }
 
+# Whether the node on PORT is up as far as this script knows. Ports that
+# cluster_kill_master killed are listed in a file: it runs in a command
+# substitution, whose variables never reach the caller.
+_cl_live() {
+	[ -n "${CL_PID[$1]:-}" ] && ! grep -qx "$1" "$TMP/cl_dead" 2>/dev/null
+}
+
 _cl_info() { # PORT FIELD: one field of CLUSTER INFO
 	ccli "$1" cluster info | tr -d '\r' | awk -F: -v f="$2" '$1 == f {print $2}'
 }
@@ -39,7 +46,7 @@ _cl_info() { # PORT FIELD: one field of CLUSTER INFO
 _cl_all_ok() {
 	local p
 	for p in "${CL_PORTS[@]}"; do
-		[ -n "${CL_PID[$p]:-}" ] || continue
+		_cl_live "$p" || continue
 		[ "$(_cl_info "$p" cluster_state)" = ok ] || return 1
 		[ "$(_cl_info "$p" cluster_slots_ok)" = 16384 ] || return 1
 	done
@@ -66,6 +73,10 @@ _cl_start_node() { # PORT BUSPORT AOF
 		--enable-debug-command local >/dev/null 2>&1 &
 	CL_PID[$port]=$!
 	BG_PIDS+=("$!")
+	if [ -f "$TMP/cl_dead" ]; then
+		grep -vx "$port" "$TMP/cl_dead" >"$TMP/cl_dead.new" || true
+		mv "$TMP/cl_dead.new" "$TMP/cl_dead"
+	fi
 }
 
 # cluster_start [appendonly]: 6 nodes on free loopback ports, made a cluster
@@ -123,7 +134,7 @@ _cl_replicas_synced() {
 cluster_masters() {
 	local p
 	for p in "${CL_PORTS[@]}"; do
-		[ -n "${CL_PID[$p]:-}" ] || continue
+		_cl_live "$p" || continue
 		ccli "$p" cluster nodes | awk '$3 ~ /master/ && $3 !~ /fail/ {
 			split($2, a, "@"); n = split(a[1], b, ":"); print b[n] }' | sort -n
 		return 0
@@ -145,7 +156,7 @@ cluster_replica_of() {
 cluster_master_of_slot() {
 	local p
 	for p in "${CL_PORTS[@]}"; do
-		[ -n "${CL_PID[$p]:-}" ] || continue
+		_cl_live "$p" || continue
 		ccli "$p" cluster slots | tr -d '\r' | awk -v s="$1" '
 			NR % 1 == 0 { a[NR] = $0 }
 			END {
@@ -171,6 +182,7 @@ cluster_kill_master() {
 	fi
 	_kill_pid "${CL_PID[$port]}"
 	unset "CL_PID[$port]"
+	echo "$port" >>"$TMP/cl_dead"
 	for ((i = 0; i < 300; i++)); do
 		if ccli "$rep" role | head -n 1 | grep -q '^master' && _cl_all_ok; then
 			echo "$rep"
