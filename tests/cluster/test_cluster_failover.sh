@@ -12,11 +12,19 @@ FL=$BUILD_DIR/failover_load
 
 cluster_start no
 CS=(--store redis-cluster --cluster "$CL_SEEDS")
-P0=${CL_PORTS[0]}
+
+# A node that is up, to ask what does not depend on the node.
+live_port() {
+	local p
+	for p in "${CL_PORTS[@]}"; do
+		_cl_live "$p" && { echo "$p"; return 0; }
+	done
+	return 1
+}
 
 # Master owning counter NAME's shard 0.
 owner_of_counter() {
-	cluster_master_of_slot "$(ccli "$P0" cluster keyslot "t:c:{$1}")"
+	cluster_master_of_slot "$(ccli "$(live_port)" cluster keyslot "t:c:{$1}")"
 }
 
 # A counter name (probeN) whose shard 0 lives on the master on PORT.
@@ -86,7 +94,7 @@ write_within() {
 set_node_timeout() {
 	local p
 	for p in "${CL_PORTS[@]}"; do
-		[ -n "${CL_PID[$p]:-}" ] && ccli "$p" config set cluster-node-timeout "$1" >/dev/null
+		_cl_live "$p" && ccli "$p" config set cluster-node-timeout "$1" >/dev/null
 	done
 	return 0
 }
@@ -147,7 +155,10 @@ load fa2 "$A_RESP" "$A_HTTP" fa2 2002 400000000 ids
 load fb "$B_RESP" "$B_HTTP" fb 2003 500000000 ids
 load fbn "$B_RESP" "$B_HTTP" fbn 2004 600000000 noids
 sleep 3
-victim=$(owner_of_counter fa1.c)
+# The first node of the list when it is a master (redis-cli --cluster
+# create makes it one): the node the harness would ask first if it took a
+# dead node for a live one.
+victim=$(cluster_masters | grep -x "${CL_PORTS[0]}" || owner_of_counter fa1.c)
 # The bus port, to start the node again later on its own folder.
 vbus=$(ccli "$victim" cluster nodes | awk '$3 ~ /myself/ { split($2, a, "@"); split(a[2], b, ","); print b[1] }')
 t_kill=$(now_ms)
@@ -156,6 +167,8 @@ t_prom=$(now_ms)
 say "killed master $victim; replica ${promoted:-?} promoted after $((t_prom - t_kill)) ms"
 assert_ne "a replica took over" "" "$promoted"
 [ -n "$promoted" ] || finish
+assert_eq "the harness sees the promoted master and not the killed one" \
+	"$(cluster_masters | grep -cx "$promoted") $(cluster_masters | grep -cx "$victim")" "1 0"
 pk=$(probe_on "$promoted") || { fail "a probe counter on master $promoted"; finish; }
 
 LAST_ERR=""
