@@ -160,6 +160,12 @@ typedef struct tally_options {
 	uint32_t cache_entries_max;
 	/** RocksDB block cache in MiB. 0: 64. Range 1..1048576. */
 	uint32_t block_cache_mb;
+	/** rocksdb store: named counters and object totals are journaled in
+	 *  each batch and written to their own tables by a background
+	 *  checkpoint once this many KiB of journal have accumulated (or
+	 *  cache_entries_max values changed): it bounds what an open after a
+	 *  crash replays. 0: 65536 (64 MiB). Range 4..4194304. */
+	uint32_t checkpoint_kib;
 	/** enum tally_open_flags, or 0. */
 	uint32_t flags;
 	/** enum tally_store. 0: TALLY_STORE_ROCKSDB. */
@@ -663,6 +669,13 @@ typedef struct tally_stats {
 	uint64_t shard_growths;   /**< hot counters whose shard count this
 	                               handle grew automatically (redis-cluster
 	                               store; see hot_shard_ops) */
+	/** rocksdb store: named counters and object totals changed since the
+	 *  last checkpoint, held in memory and in the journal (written in
+	 *  every batch) but not yet in their own tables. */
+	uint64_t store_dirty;
+	/** rocksdb store: checkpoints done (dirty values written out to their
+	 *  tables in the background, and the journal behind them dropped). */
+	uint64_t store_checkpoints;
 } tally_stats;
 
 /**

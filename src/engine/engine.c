@@ -547,6 +547,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 	o->cache_entries_max = DEF(in->cache_entries_max, 1u << 20);
 	o->block_cache_mb = DEF(in->block_cache_mb, 64);
 	o->hot_shard_ops = DEF(in->hot_shard_ops, 100000);
+	o->checkpoint_kib = DEF(in->checkpoint_kib, 65536);
 	if (o->durability != TALLY_DURABILITY_SYNC &&
 	    o->durability != TALLY_DURABILITY_ASYNC)
 		return TALLY_EINVAL;
@@ -555,7 +556,8 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->token_retention_ms < 1000 ||
 	    o->token_retention_ms > 604800000u ||
 	    o->cache_entries_max < 1024 || o->cache_entries_max > (1u << 30) ||
-	    o->block_cache_mb > (1u << 20) ||
+	    o->block_cache_mb > (1u << 20) || o->checkpoint_kib < 4 ||
+	    o->checkpoint_kib > (1u << 22) ||
 	    (o->flags & ~(uint32_t)TALLY_OPEN_NO_CREATE))
 		return TALLY_EINVAL;
 	if ((o->store != TALLY_STORE_ROCKSDB &&
@@ -644,6 +646,7 @@ static store_options store_opts(const tally *t, int create)
 {
 	return (store_options){
 		.cache_entries_max = t->opt.cache_entries_max,
+		.checkpoint_bytes = (uint64_t)t->opt.checkpoint_kib << 10,
 		.block_cache_mb = t->opt.block_cache_mb,
 		.create = create,
 		.seeds = t->opt.cluster_seeds,
@@ -1072,6 +1075,8 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.store_failures = atomic_load(&t->st_store_failures),
 		.store_recoveries = atomic_load(&t->st_store_recoveries),
 		.shard_growths = ss.shard_growths,
+		.store_dirty = ss.dirty,
+		.store_checkpoints = ss.checkpoints,
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);

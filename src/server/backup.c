@@ -78,7 +78,7 @@ int backup_target(const srv_config *cfg, const char *arg, size_t len,
 	if (len == 0 || memchr(arg, '\0', len) != NULL)
 		return fail(err, ecap, "ERR backup path is empty or holds "
 		            "a NUL byte");
-	if (len > SRV_BACKUP_PATH_MAX)
+	if (len > SRV_BACKUP_PATH_MAX || len >= cap)
 		return fail(err, ecap, "ERR backup path is too long (at most "
 		            "%d bytes)", SRV_BACKUP_PATH_MAX);
 	while (len > 1 && arg[len - 1] == '/')

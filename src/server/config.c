@@ -27,6 +27,8 @@ static const char usage[] =
 "  --durability MODE       sync: ack after fsync (default); async: ack after\n"
 "                          apply, fsync every --flush-ms\n"
 "  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
+"  --checkpoint-kib N      rocksdb store: KiB of counter journal between\n"
+"                          background checkpoints (65536; 4..4194304)\n"
 "  --store NAME            rocksdb (default) or redis-cluster\n"
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
 "  --redis-wait N          redis-cluster store: acknowledge a write only\n"
@@ -107,6 +109,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--flush-ms")) { rc = num(f, v, 1, 60000, &n); c->flush_ms = (uint32_t)n; }
 	else if (!strcmp(f, "--store")) c->store = v;
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
+	else if (!strcmp(f, "--checkpoint-kib")) { rc = num(f, v, 4, 1u << 22, &n); c->checkpoint_kib = (uint32_t)n; }
 	else if (!strcmp(f, "--redis-wait")) { rc = num(f, v, 0, 16, &n); c->redis_wait = (uint32_t)n; }
 	else if (!strcmp(f, "--hot-shard-ops")) { rc = num(f, v, 0, 100000000, &n); c->hot_shard_ops = n ? (uint32_t)n : TALLY_HOT_SHARD_OFF; }
 	else if (!strcmp(f, "--hot-shards-max")) { rc = num(f, v, 1, 256, &n); c->hot_shards_max = (uint32_t)n; }
@@ -156,6 +159,11 @@ static int config_check(const srv_config *c)
 		fprintf(stderr, "tallyd: --cluster, --redis-wait, "
 		        "--hot-shard-ops and --hot-shards-max apply to "
 		        "--store redis-cluster only\n");
+		return -1;
+	}
+	if (!strcmp(c->store, "redis-cluster") && c->checkpoint_kib != 0) {
+		fprintf(stderr, "tallyd: --checkpoint-kib applies to --store "
+		        "rocksdb only\n");
 		return -1;
 	}
 	if (c->resp_port == 0 && c->http_port == 0) {

@@ -62,6 +62,7 @@ int main(int argc, char **argv)
 		o.hot_shard_ops = s.cfg.hot_shard_ops;
 		o.hot_shards_max = s.cfg.hot_shards_max;
 	}
+	o.checkpoint_kib = s.cfg.checkpoint_kib;
 	rc = tally_open(s.cfg.data_dir, &o, &s.t);
 	if (rc != TALLY_OK) {
 		fprintf(stderr, "tallyd: cannot open %s: %s\n",

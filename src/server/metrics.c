@@ -141,8 +141,15 @@ char *metrics_text(void *arg, size_t *len)
 	             "Hot counters whose shards grew automatically",
 	             st.shard_growths);
 	/* The redis-cluster store does not count its counters. */
-	if (strcmp(s->cfg.store, "redis-cluster") != 0)
+	if (strcmp(s->cfg.store, "redis-cluster") != 0) {
 		prom_gauge(&t, "counters", "Named counters", st.counters);
+		prom_gauge(&t, "store_dirty",
+		           "Counter values in memory and the journal, not yet "
+		           "in their tables", st.store_dirty);
+		prom_counter(&t, "store_checkpoints_total",
+		             "Dirty counter values written out to their tables",
+		             st.store_checkpoints);
+	}
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
 	          st.batch_hist, 1, (double)st.writes + (double)st.write_errors);
@@ -181,9 +188,11 @@ char *info_text(srv *s, const char *section, size_t *len)
 	if (section_on(section, "persistence"))
 		tx(&t, "# Persistence\r\nloading:0\r\nstore_status:%s\r\n"
 		   "store_failures:%" PRIu64 "\r\nstore_recoveries:%" PRIu64
-		   "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
+		   "\r\nstore_dirty:%" PRIu64 "\r\nstore_checkpoints:%"
+		   PRIu64 "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
 		   st.store_error == TALLY_ENOSPC ? "failed-no-space" :
-		   "failed-io-error", st.store_failures, st.store_recoveries);
+		   "failed-io-error", st.store_failures, st.store_recoveries,
+		   st.store_dirty, st.store_checkpoints);
 	if (section_on(section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 		   "total_commands_processed:%" PRIu64 "\r\n"

@@ -312,12 +312,32 @@ static int seq_load(rocks *r)
 	return TALLY_OK;
 }
 
+/* A clean close leaves everything in SSTs: the next open has no WAL to
+ * replay, and the data folder shows its real size. */
+static void flush_all(rocks *r)
+{
+	rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+	char *err = NULL;
+
+	if (fo == NULL)
+		return;
+	rocksdb_flushoptions_set_wait(fo, 1);
+	for (int i = 0; i < CF_COUNT && err == NULL; i++)
+		if (r->cf[i] != NULL)
+			rocksdb_flush_cf(r->db, fo, r->cf[i], &err);
+	rocksdb_flushoptions_destroy(fo);
+	free(err); /* the WAL still holds it all: the next open replays it */
+}
+
 static void rocks_close(store *s)
 {
 	rocks *r = (rocks *)s;
 
 	if (r == NULL)
 		return;
+	rocks_journal_close(r);
+	if (r->db != NULL && !r->failed && r->ck_wb != NULL)
+		flush_all(r);
 	if (r->db != NULL) {
 		for (int i = 0; i < CF_COUNT; i++)
 			if (r->cf[i] != NULL)
@@ -482,6 +502,8 @@ static void rocks_stats(store *s, store_stats *out)
 	out->sync_ns = atomic_load(&r->st_sync_ns);
 	out->last_seq = atomic_load(&r->st_seq);
 	out->counters = atomic_load(&r->st_counters);
+	out->dirty = atomic_load(&r->st_dirty);
+	out->checkpoints = atomic_load(&r->st_checkpoints);
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
 		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);
 }
@@ -570,7 +592,7 @@ static int maps_create(rocks *r, const store_options *so)
 	if (!r->wb || !r->cache_named || !r->cache_totals || !r->ov_named ||
 	    !r->ov_totals || !r->ov_members)
 		return TALLY_ENOMEM;
-	return TALLY_OK;
+	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
 int rocks_open(const char *path, const store_options *so, store **out)
@@ -606,6 +628,8 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	rc = format_check(r);
 	if (rc == TALLY_OK)
 		rc = seq_load(r);
+	if (rc == TALLY_OK)
+		rc = rocks_journal_load(r);
 	if (rc != TALLY_OK)
 		goto fail;
 	*out = &r->base;

@@ -3,10 +3,11 @@
  * memberships), coalesced into one RocksDB write batch, written atomically
  * and, in sync mode, fsynced; only then do the overlays become the cache.
  *
- * Entries per batch: one merge per counter and per object total touched
- * (however many writes hit it), one put or delete per membership changed,
- * one log and one history entry per event that changed something, and the
- * last sequence number. */
+ * Entries per batch: one journal record holding every counter and object
+ * total the batch changed (rocks_journal.c writes them to their column
+ * families later, once per checkpoint), one put or delete per membership
+ * changed, one log and one history entry per event that changed
+ * something, and the last sequence number. */
 #include <assert.h>
 #include <string.h>
 
@@ -45,9 +46,14 @@ static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
 	if (inserted) {
 		const rocks_val *c = hmap_get(cache, key, len);
 
+		rocks_val d;
+
 		if (c != NULL) {
 			v->v = c->v;
 			v->exists = c->exists;
+		} else if (rocks_dirty_find(r, cf, key, len, &d)) {
+			v->v = d.v;
+			v->exists = d.exists;
 		} else {
 			int rc = rocks_get_i64(r, cf, key, len, &v->v);
 
@@ -273,20 +279,17 @@ static int apply_op(rocks *r, store_op *op)
 	return rc;
 }
 
-static int flush_val(rocks *r, int cf, const void *key, size_t len,
-                     const rocks_val *v)
+static int journal_vals(rocks *r, int cf, hmap *ov)
 {
-	uint8_t buf[VARINT_MAX];
+	size_t pos = 0, len;
+	const void *key;
+	void *val;
+	int rc = TALLY_OK;
 
-	if (v->put && !v->exists)
-		return sorted_add(&r->ents, cf, SORTED_DELETE, key, len, NULL, 0);
-	if (v->put)
-		return sorted_add(&r->ents, cf, SORTED_PUT, key, len, buf,
-		                  varint_put_i64(buf, v->v));
-	if (v->acc != 0)
-		return sorted_add(&r->ents, cf, SORTED_MERGE, key, len, buf,
-		                  varint_put_i64(buf, v->acc));
-	return 0;
+	while (rc == TALLY_OK && hmap_next(ov, &pos, &key, &len, &val))
+		if (rocks_val_changed(val))
+			rc = rocks_journal_add(r, cf, key, len, val);
+	return rc;
 }
 
 static int members_flush(rocks *r)
@@ -334,21 +337,18 @@ static void meta_flush(rocks *r, uint64_t seq_start)
 	}
 }
 
-/* Turn the overlays and the events into write-batch entries, sorted. */
+/* Turn the overlays and the events into write-batch entries: counters and
+ * totals into one journal record, the rest sorted. */
 static int overlays_flush(rocks *r, uint64_t seq_start)
 {
-	size_t pos = 0, len;
-	const void *key;
-	void *val;
-	int rc = 0;
+	int rc = journal_vals(r, CF_NAMED, r->ov_named);
 
-	while (rc == 0 && hmap_next(r->ov_named, &pos, &key, &len, &val))
-		rc = flush_val(r, CF_NAMED, key, len, val);
-	pos = 0;
-	while (rc == 0 && hmap_next(r->ov_totals, &pos, &key, &len, &val))
-		rc = flush_val(r, CF_TOTALS, key, len, val);
-	if (rc == 0)
-		rc = members_flush(r);
+	if (rc == TALLY_OK)
+		rc = journal_vals(r, CF_TOTALS, r->ov_totals);
+	if (rc != TALLY_OK)
+		return rc;
+	rocks_journal_put(r);
+	rc = members_flush(r);
 	if (rc == 0)
 		rc = sorted_flush(&r->ents, r->wb, r->cf);
 	if (rc != 0)
@@ -390,6 +390,7 @@ static void batch_reset(rocks *r)
 	hmap_clear(r->ov_members);
 	sorted_clear(&r->ents);
 	rocksdb_writebatch_clear(r->wb);
+	rocks_journal_discard(r);
 }
 
 static int batch_write(rocks *r, int sync)
@@ -441,6 +442,7 @@ int rocks_apply(store *s, store_batch *b)
 	r->counters += (uint64_t)r->counters_delta;
 	r->counters_delta = 0;
 	atomic_store(&r->st_counters, r->counters);
+	rocks_journal_commit(r);
 	overlays_commit(r, r->ov_named, r->cache_named);
 	overlays_commit(r, r->ov_totals, r->cache_totals);
 	batch_reset(r);

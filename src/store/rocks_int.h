@@ -4,6 +4,7 @@
 #ifndef TALLY_ROCKS_INT_H
 #define TALLY_ROCKS_INT_H
 
+#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdatomic.h>
 
@@ -14,8 +15,9 @@
 /* Column families. Order is the on-disk open order; never reorder. */
 enum rocks_cf {
 	CF_META = 0,   /* "default": format, last seq, types, tokens */
-	CF_NAMED,      /* counter name -> zigzag varint (merge: add) */
-	CF_TOTALS,     /* object -> zigzag varint (merge: add) */
+	CF_NAMED,      /* counter name -> zigzag varint, as of the last
+	                  checkpoint (rocks_journal.c) */
+	CF_TOTALS,     /* object -> zigzag varint, likewise */
 	CF_MEMBERS,    /* object | member -> at_ms (unique types) */
 	CF_LOG,        /* object | ~seq -> val_log */
 	CF_HIST,       /* member | ktype | ~seq -> val_hist */
@@ -29,6 +31,8 @@ enum rocks_cf {
 #define META_CTYPE  'c'  /* 'c' name -> id be16 */
 #define META_TOKEN  'k'  /* 'k' token -> result zigzag, expiry zigzag */
 #define META_COUNTERS 'n' /* -> number of named counters, be64 */
+#define META_JOURNAL 'j' /* 'j' be64 n -> the values batch n changed
+                            (rocks_journal.c) */
 #define ROCKS_FORMAT 1
 
 /* A counter value or object total known to the committer. */
@@ -45,6 +49,9 @@ typedef struct rocks_mem {
 	uint8_t in;
 	uint8_t dirty;   /* changed this batch: write it */
 } rocks_mem;
+
+/* Checkpoint thread states (rocks_journal.c). */
+enum { CK_IDLE = 0, CK_RUNNING, CK_DONE };
 
 typedef struct rocks {
 	store base;
@@ -71,6 +78,31 @@ typedef struct rocks {
 	uint64_t seq;        /* last event seq written */
 	uint64_t counters;   /* named counters that exist */
 	int64_t counters_delta; /* this batch */
+	/* The journal (rocks_journal.c). Index 0: named counters, 1: object
+	 * totals. dirty: values changed since the last freeze; frozen: those
+	 * the checkpoint thread is writing out (or NULL); spare: an empty
+	 * table for the next freeze. The committer changes them under
+	 * dirty_lock (write); readers look up under it (read). */
+	hmap *dirty[2], *frozen[2], *spare[2];
+	pthread_rwlock_t dirty_lock;
+	uint8_t *jbuf;       /* this batch's journal record */
+	size_t jlen, jcap;
+	uint64_t jseq;       /* number of the last record written */
+	uint64_t journal_bytes; /* written since the last freeze */
+	size_t dirty_max;    /* freeze at this many dirty values */
+	uint64_t journal_max; /* or at this many journal bytes */
+	pthread_t ck_thread;
+	pthread_mutex_t ck_mu;
+	pthread_cond_t ck_cv;
+	int ck_state;        /* CK_*, under ck_mu */
+	int ck_err;          /* the last checkpoint's result, under ck_mu */
+	int ck_stop;
+	int ck_started;
+	int locks_ok;        /* how many of the three locks exist */
+	uint64_t ck_upto;    /* the frozen tables cover records up to this */
+	rocksdb_writebatch_t *ck_wb; /* checkpoint thread only */
+	sorted ck_ents;      /* checkpoint thread only */
+
 	int failed;          /* a write or sync failed: its TALLY_EIO or
 	                        TALLY_ENOSPC; writes are refused until the
 	                        engine closes this handle and opens anew */
@@ -81,6 +113,8 @@ typedef struct rocks {
 	_Atomic uint64_t st_sync_ns;
 	_Atomic uint64_t st_seq;
 	_Atomic uint64_t st_counters;
+	_Atomic uint64_t st_dirty;
+	_Atomic uint64_t st_checkpoints;
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rocks;
 
@@ -95,6 +129,29 @@ void rocks_sync_count(rocks *r, uint64_t ns);
 /* rocks_apply.c */
 int rocks_apply(store *s, store_batch *b);
 int rocks_sync(store *s);
+
+/* rocks_journal.c */
+int rocks_journal_init(rocks *r, uint64_t journal_max);
+/* Replay the journal into the dirty tables; start the checkpoint thread. */
+int rocks_journal_load(rocks *r);
+void rocks_journal_close(rocks *r);
+int rocks_val_changed(const rocks_val *v);
+/* Add one changed value to this batch's record. */
+int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
+                      const rocks_val *v);
+/* Put this batch's record (if any) into r->wb. */
+void rocks_journal_put(rocks *r);
+void rocks_journal_discard(rocks *r);
+/* The batch is written: its changed values move from the overlays to the
+ * dirty tables; reap a finished checkpoint; freeze when due. On an error
+ * that leaves the tables behind the store, sets r->failed. */
+void rocks_journal_commit(rocks *r);
+/* A dirty or frozen value of cf (CF_NAMED or CF_TOTALS): 1 and *out, or 0.
+ * The committer calls it bare; other threads between rdlock and unlock. */
+int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
+                     rocks_val *out);
+void rocks_dirty_rdlock(rocks *r);
+void rocks_dirty_unlock(rocks *r);
 
 /* rocks_read.c */
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);

@@ -31,9 +31,29 @@ int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
 	return rc;
 }
 
+/* A counter or total: the dirty tables first, then its column family. The
+ * read lock is held across both, so a checkpoint cannot move the value
+ * from one to the other in between. */
+static int get_val(rocks *r, int cf, const uint8_t *key, size_t len,
+                   int64_t *out)
+{
+	rocks_val d;
+	int rc;
+
+	rocks_dirty_rdlock(r);
+	if (rocks_dirty_find(r, cf, key, len, &d)) {
+		*out = d.v;
+		rc = d.exists ? TALLY_OK : TALLY_ENOTFOUND;
+	} else {
+		rc = rocks_get_i64(r, cf, key, len, out);
+	}
+	rocks_dirty_unlock(r);
+	return rc;
+}
+
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out)
 {
-	return rocks_get_i64((rocks *)s, CF_NAMED, key, len, out);
+	return get_val((rocks *)s, CF_NAMED, key, len, out);
 }
 
 int rocks_total(store *s, const key_obj *o, int64_t *out)
@@ -42,7 +62,7 @@ int rocks_total(store *s, const key_obj *o, int64_t *out)
 	int rc;
 
 	key_obj_encode(key, o);
-	rc = rocks_get_i64((rocks *)s, CF_TOTALS, key, sizeof key, out);
+	rc = get_val((rocks *)s, CF_TOTALS, key, sizeof key, out);
 	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
 }
 
@@ -58,29 +78,42 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 	size_t klen[MTOTAL_CHUNK], vlen[MTOTAL_CHUNK];
 	const rocksdb_column_family_handle_t *cfs[MTOTAL_CHUNK];
 	char *vals[MTOTAL_CHUNK], *errs[MTOTAL_CHUNK];
+	size_t idx[MTOTAL_CHUNK], m = 0;
 	int rc = TALLY_OK;
 
 	assert(n <= MTOTAL_CHUNK);
+	/* Held across the multi-get: see get_val(). */
+	rocks_dirty_rdlock(r);
 	for (size_t i = 0; i < n; i++) {
-		key_obj_encode(keys[i], &objs[i]);
-		kp[i] = (const char *)keys[i];
-		klen[i] = KEY_OBJ_LEN;
-		cfs[i] = r->cf[CF_TOTALS];
+		rocks_val d;
+
+		key_obj_encode(keys[m], &objs[i]);
+		if (rocks_dirty_find(r, CF_TOTALS, keys[m], KEY_OBJ_LEN, &d)) {
+			out[i] = d.exists ? d.v : 0;
+			continue;
+		}
+		kp[m] = (const char *)keys[m];
+		klen[m] = KEY_OBJ_LEN;
+		cfs[m] = r->cf[CF_TOTALS];
+		idx[m++] = i;
 	}
-	rocksdb_multi_get_cf(r->db, r->ro, cfs, n, kp, klen, vals, vlen, errs);
-	for (size_t i = 0; i < n; i++) {
-		size_t used;
+	if (m > 0)
+		rocksdb_multi_get_cf(r->db, r->ro, cfs, m, kp, klen, vals, vlen,
+		                     errs);
+	rocks_dirty_unlock(r);
+	for (size_t j = 0; j < m; j++) {
+		size_t used, i = idx[j];
 
 		out[i] = 0;
-		if (errs[i]) {
-			rc = rocks_err(errs[i]);
-		} else if (vals[i]) {
-			if (varint_get_i64((uint8_t *)vals[i], vlen[i], &out[i],
-			                   &used) || used != vlen[i])
+		if (errs[j]) {
+			rc = rocks_err(errs[j]);
+		} else if (vals[j]) {
+			if (varint_get_i64((uint8_t *)vals[j], vlen[j], &out[i],
+			                   &used) || used != vlen[j])
 				rc = TALLY_ECORRUPT;
 		}
-		if (vals[i])
-			rocksdb_free(vals[i]);
+		if (vals[j])
+			rocksdb_free(vals[j]);
 	}
 	return rc;
 }

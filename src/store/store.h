@@ -60,6 +60,9 @@ typedef struct store_stats {
 	uint64_t last_seq;
 	uint64_t counters;   /* named counters that exist */
 	uint64_t shard_growths; /* hot counters grown automatically */
+	uint64_t dirty;      /* values held in memory, not yet in their
+	                        column family (rocksdb) */
+	uint64_t checkpoints; /* times those were written out */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } store_stats;
 
@@ -131,6 +134,7 @@ struct store {
 typedef struct store_options {
 	uint32_t cache_entries_max;
 	uint32_t block_cache_mb;
+	uint64_t checkpoint_bytes;   /* rocksdb: journal between checkpoints */
 	int create;
 	/* redis-cluster store */
 	const char *seeds;           /* "host:port[,host:port...]" */

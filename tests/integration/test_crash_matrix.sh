@@ -125,7 +125,11 @@ for ((p = 1; p <= POINTS; p++)); do
 	[[ "$line" =~ ([0-9]+)\ with\ a\ token ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] &&
 		KILL_TOKENS=$((KILL_TOKENS + 1))
 
-	start_tallyd "$DATA" "${XARGS[@]}"
+	# Every other restart checkpoints counters every few batches (the
+	# default bound is never reached here), so kills land in both.
+	ck=()
+	((p % 2)) && ck=(--checkpoint-kib 4)
+	start_tallyd "$DATA" "${XARGS[@]}" "${ck[@]}"
 	vrc=0
 	timeout 300 "$DRIVER" verify "$T_RESP" "$T_HTTP" "$WORK" "$p" >"$WORK/verify.$p.out" 2>&1 || vrc=$?
 	report "$WORK/verify.$p.out"

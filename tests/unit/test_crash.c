@@ -270,6 +270,9 @@ static int child_main(char **argv)
 	tally_options opts;
 	memset(&opts, 0, sizeof(opts));
 	opts.durability = atoi(argv[8]);
+	/* Every other seed checkpoints its counters every few batches, so
+	 * kills land during checkpoints and between them. */
+	opts.checkpoint_kib = (seed & 2) ? 4 : 0;
 	const char *selftest = argv[9];
 	struct rec base;
 	memset(&base, 0, sizeof(base));

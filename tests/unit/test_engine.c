@@ -2698,6 +2698,135 @@ static void test_strerror_every_code_non_empty(void **state)
 	}
 }
 
+/* Counter values and totals live in memory and a journal between
+ * checkpoints: with the smallest journal bound, many checkpoints run while
+ * values keep changing, and every read (single, mget-like, count, mcount)
+ * must agree with a model throughout, after a clean reopen, and after
+ * reopening a folder whose journal was left behind (the copy taken while
+ * open). */
+#define JN_KEYS 3000
+#define JN_OBJS 200
+static void jn_check(struct fx *f, const int64_t *model, const uint8_t *live,
+                     const int64_t *views)
+{
+	char key[32];
+	for (int k = 0; k < JN_KEYS; k++) {
+		int64_t v = INT64_MIN;
+		snprintf(key, sizeof key, "jn:%d", k);
+		int rc = tally_get(f->t, key, strlen(key), &v);
+		if (live[k]) {
+			CHECK_OK(rc);
+			CHECK_I64(v, model[k]);
+		} else {
+			CHECK_RC(rc, TALLY_ENOTFOUND);
+		}
+	}
+	uint64_t contents[JN_OBJS];
+	int64_t out[JN_OBJS];
+	for (int o = 0; o < JN_OBJS; o++)
+		contents[o] = (uint64_t)o + 1;
+	CHECK_OK(tally_mcount(f->t, "article", "view", contents, JN_OBJS, out));
+	for (int o = 0; o < JN_OBJS; o++) {
+		CHECK_I64(out[o], views[o]);
+		CHECK_I64(count_of(f->t, "article", "view", (uint64_t)o + 1),
+		          views[o]);
+	}
+}
+
+static void test_journal_checkpoints_keep_every_value(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	static int64_t model[JN_KEYS], views[JN_OBJS];
+	static uint8_t live[JN_KEYS];
+	char key[32];
+	tally_stats st;
+
+	memset(model, 0, sizeof model);
+	memset(live, 0, sizeof live);
+	memset(views, 0, sizeof views);
+	o.checkpoint_kib = 4;
+	o.cache_entries_max = 1024;
+	fx_reopen_with(f, &o);
+	uint64_t x = 88172645463325252ull;
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 4000; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			int k = (int)(x % JN_KEYS);
+			snprintf(key, sizeof key, "jn:%d", k);
+			switch ((x >> 20) % 8) {
+			case 0: {
+				int existed = -1;
+				CHECK_OK(tally_del(f->t, key, strlen(key), &existed));
+				CHECK_I64(existed, live[k]);
+				live[k] = 0;
+				model[k] = 0;
+				break;
+			}
+			case 1:
+				CHECK_OK(tally_set(f->t, key, strlen(key),
+				                   (int64_t)(x % 1000)));
+				model[k] = (int64_t)(x % 1000);
+				live[k] = 1;
+				break;
+			case 2: {
+				tally_event ev = ev_of("article", "view",
+				                       x % JN_OBJS + 1, 7);
+				ev.delta = (int64_t)(x % 5) + 1;
+				views[x % JN_OBJS] += ev.delta;
+				CHECK_I64(add_ok(f->t, &ev), views[x % JN_OBJS]);
+				break;
+			}
+			default: {
+				int64_t v = INT64_MIN;
+				int64_t d = (int64_t)(x % 11) - 3;
+				CHECK_OK(tally_incrby(f->t, key, strlen(key), d, &v));
+				model[k] += d;
+				live[k] = 1;
+				CHECK_I64(v, model[k]);
+			}
+			}
+		}
+		jn_check(f, model, live, views);
+	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	if (st.store_checkpoints < 2)
+		fail_msg("only %" PRIu64 " checkpoints ran", st.store_checkpoints);
+	/* A clean close writes everything out: nothing left to replay. */
+	fx_reopen(f);
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_U64(st.store_dirty, 0);
+	jn_check(f, model, live, views);
+	/* A copy taken while open holds journal records not yet checkpointed
+	 * (the default bound is far away): opening it replays them. */
+	o.checkpoint_kib = 0;
+	fx_reopen_with(f, &o);
+	for (int k = 0; k < JN_KEYS; k += 3) {
+		snprintf(key, sizeof key, "jn:%d", k);
+		CHECK_OK(tally_incrby(f->t, key, strlen(key), 5, NULL));
+		model[k] += 5;
+		live[k] = 1;
+	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	if (st.store_dirty < JN_KEYS / 3)
+		fail_msg("%" PRIu64 " values dirty, want >= %d", st.store_dirty,
+		         JN_KEYS / 3);
+	char copy[PATH_MAX];
+	snprintf(copy, sizeof copy, "%s/copy", f->dir);
+	CHECK_OK(tally_backup(f->t, copy));
+	tally *c = NULL;
+	CHECK_OK(tally_open(copy, &o, &c));
+	CHECK_OK(tally_stats_get(c, &st));
+	if (st.store_dirty < JN_KEYS / 3)
+		fail_msg("the copy replayed %" PRIu64 " values, want >= %d",
+		         st.store_dirty, JN_KEYS / 3);
+	tally *mine = f->t;
+	f->t = c;
+	jn_check(f, model, live, views);
+	f->t = mine;
+	tally_closep(&c);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -2723,6 +2852,7 @@ int main(void)
 	    T(test_has_on_total_type_is_emode),
 	    T(test_history_across_objects_and_ctypes_paged),
 	    T(test_mcount_many_objects),
+	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
 	    T(test_type_add_then_use_survives_reopen),
