@@ -393,20 +393,24 @@ fi
 
 # -------------------------------------------------------------------------
 section "redis-benchmark: exact counts"
+# Fewer requests on the cluster store, where each batch is Lua scripts on
+# three masters: the same exactness, in less CI time.
+BENCH_N=100000
+on_cluster && BENCH_N=20000
 rcli del counter:__rand_int__ >/dev/null
-bench_out=$(timeout 180 redis-benchmark -p "$T_RESP" -t incr -n 100000 -c 50 -P 16 -q 2>&1) ||
-	fail "redis-benchmark -t incr -n 100000 -c 50 -P 16 exits 0" "$bench_out"
-assert_eq "100000 pipelined INCRs of one hot key from 50 clients" "100000" \
+bench_out=$(timeout 180 redis-benchmark -p "$T_RESP" -t incr -n "$BENCH_N" -c 50 -P 16 -q 2>&1) ||
+	fail "redis-benchmark -t incr -n $BENCH_N -c 50 -P 16 exits 0" "$bench_out"
+assert_eq "$BENCH_N pipelined INCRs of one hot key from 50 clients" "$BENCH_N" \
 	"$(rcli get counter:__rand_int__)"
 on_cluster || d0=$(rcli dbsize)
-bench_out=$(timeout 180 redis-benchmark -p "$T_RESP" -t incr -n 100000 -c 50 -P 16 -r 1000 -q 2>&1) ||
+bench_out=$(timeout 180 redis-benchmark -p "$T_RESP" -t incr -n "$BENCH_N" -c 50 -P 16 -r 1000 -q 2>&1) ||
 	fail "redis-benchmark -r 1000 exits 0" "$bench_out"
 keys=()
 mapfile -t keys < <(seq -f "counter:%012g" 0 999)
 vals=$(rcli mget "${keys[@]}")
 sum=$(awk '$1 != "" { s += $1 } END { print s + 0 }' <<<"$vals")
 nonnil=$(awk '$1 != "" { n++ } END { print n + 0 }' <<<"$vals")
-assert_eq "sum of counter:000000000000..999 after -r 1000 equals the requests" "100000" "$sum"
+assert_eq "sum of counter:000000000000..999 after -r 1000 equals the requests" "$BENCH_N" "$sum"
 if on_cluster; then
 	assert_int_cmp "redis-benchmark -r 1000 used most of its 1000 keys" "$nonnil" -gt 900
 else
@@ -425,7 +429,7 @@ if on_cluster; then
 	assert_eq "restart: like count" "$expected_like" "$(rcli tally.count article like 42)"
 	assert_eq "restart: named counter" "101" "$(rcli get s1)"
 	assert_eq "restart: custom type" "3" "$(rcli tally.count article clap 1)"
-	assert_eq "restart: the hot counter of redis-benchmark" "100000" \
+	assert_eq "restart: the hot counter of redis-benchmark" "$BENCH_N" \
 		"$(rcli get counter:__rand_int__)"
 	stop_and_check
 	# lib.sh: a tallyd on a new data folder starts on an emptied cluster.
