@@ -323,7 +323,7 @@ REV=${BENCH_REV:-$REV}
 REDISV=$(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')
 read -r MED1 MIN1 MAX1 <<<"$(med t1 4)"
 read -r MED3 MIN3 MAX3 <<<"$(med t3 4)"
-read -r MEDR MINR MAXR <<<"$(med redis 4)"
+read -r MEDR _ _ <<<"$(med redis 4)"
 
 {
 	echo "<!-- cluster:begin (written by scripts/bench_cluster.sh; the next run rewrites it) -->"
