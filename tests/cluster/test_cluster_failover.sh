@@ -4,7 +4,9 @@
 # stalled (DEBUG SLEEP) past the store's command timeout: tallyd resends its
 # token-guarded scripts and every count is exact. (2) A master killed under
 # load: with --redis-wait 1 no acknowledged write is lost, nothing is counted
-# twice, and both tallyd instances serve again without a restart.
+# twice, and both tallyd instances serve again without a restart (the
+# killed node restarted is what gives the promoted master a replica). (3) A
+# master hung (SIGSTOP) until replaced, then woken: the same checks.
 # The load and the checks are tests/cluster/failover_load.c.
 source "$(dirname "$0")/lib_cluster.sh" "$@"
 FL=$BUILD_DIR/failover_load
@@ -212,12 +214,74 @@ sleep 2
 stop_loads fa1 fa2 fb fbn
 say "(loader figures: 'ended at' is wall-clock ms; the kill was at $t_kill)"
 
+section "a master hung (SIGSTOP) past the node timeout, then woken"
+# Its connections stay open and silent: tallyd's commands time out instead
+# of failing fast, and the woken node may run what it had read, as a master
+# that no longer is one, before it learns it was replaced.
+if ! cluster_wait_ok 60; then
+	fail "the cluster is ok again before the hang"
+fi
+load fa3 "$A_RESP" "$A_HTTP" fa3 2005 700000000 ids
+load fb3 "$B_RESP" "$B_HTTP" fb3 2006 800000000 ids
+load fbn3 "$B_RESP" "$B_HTTP" fbn3 2007 900000000 noids
+sleep 2
+hung=$(owner_of_counter fa3.c)
+hrep=$(cluster_replica_of "$hung")
+# Nobody asks the hung node anything meanwhile (the harness skips it).
+echo "$hung" >>"$TMP/cl_dead"
+t_stop=$(now_ms)
+kill -STOP "${CL_PID[$hung]}"
+took=""
+for ((i = 0; i < 300; i++)); do
+	if ccli "$hrep" role | head -n 1 | grep -q '^master'; then
+		took=$(($(now_ms) - t_stop))
+		break
+	fi
+	sleep 0.2
+done
+assert_ne "the replica $hrep of the hung master $hung took over" "" "$took"
+say "    replica $hrep promoted $took ms after the hang"
+pk3=$(probe_on "$hrep") || { fail "a probe counter on master $hrep"; finish; }
+LAST_ERR=""
+if took=$(write_within "$B_RESP" 60 "$pk3"); then
+	pass "tallyd B takes writes on the hung master's slots again"
+	say "    B: a write acknowledged $(($(now_ms) - t_stop)) ms after the hang"
+else
+	fail "tallyd B takes writes again within 60 s of the promotion" "last error: $LAST_ERR"
+fi
+t_cont=$(now_ms)
+kill -CONT "${CL_PID[$hung]}"
+grep -vx "$hung" "$TMP/cl_dead" >"$TMP/cl_dead.new" || true
+mv "$TMP/cl_dead.new" "$TMP/cl_dead"
+back=0
+for ((i = 0; i < 300; i++)); do
+	if ccli "$hung" role | head -n 1 | grep -q '^slave' &&
+		ccli "$hrep" info replication | tr -d '\r' | grep -q '^slave0:.*state=online'; then
+		back=1
+		break
+	fi
+	sleep 0.2
+done
+assert_eq "the woken node rejoins as a replica of $hrep" 1 "$back"
+say "    node $hung in sync as a replica $(($(now_ms) - t_cont)) ms after it was woken"
+LAST_ERR=""
+if took=$(write_within "$A_RESP" 60 "$pk3"); then
+	pass "tallyd A acknowledges writes there again"
+	say "    A: a write acknowledged $(($(now_ms) - t_stop)) ms after the hang"
+else
+	fail "tallyd A acknowledges writes within 60 s of the replica being back" "last error: $LAST_ERR"
+fi
+sleep 2
+stop_loads fa3 fb3 fbn3
+
 section "every acknowledged write is there"
 verify "$A_RESP" strict redis-wait-1 fa1 fa2
 # Without WAIT a write acknowledged just before the kill may be lost with
 # the master (asynchronous replication): measured, not failed; still
 # nothing may be counted twice.
 verify "$B_RESP" loose no-wait fb fbn
+verify "$A_RESP" strict hang-redis-wait-1 fa3
+verify "$B_RESP" loose hang-no-wait fb3 fbn3
 T_PID=$A_PID T_LOG=$A_LOG
 assert_alive "tallyd A is still running"
 stop_and_check
