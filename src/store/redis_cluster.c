@@ -623,11 +623,31 @@ int redis_cluster_open(const store_options *o, store **out)
 	return TALLY_OK;
 }
 
+/* The engine closes a failed store once this says a new one would open.
+ * Opening loads the scripts on every master: while one master cannot
+ * answer (hung, or dead and not yet replaced), an open fails, and closing
+ * the old store would only stop the reads it still serves from the
+ * others. So every master must answer a PING, not just one seed. Short:
+ * the committer waits for it, and it runs every second while failed. */
+#define RC_PROBE_TIMEOUT_MS 2000
+
 int redis_cluster_probe(const store_options *o)
 {
+	const char *argv[1] = { "PING" };
+	cluster_options co = { .password = o->redis_password };
+	cluster_master_reply *mr = NULL;
 	cluster *c = NULL;
-	int rc = cluster_open(o->seeds, NULL, &c);
+	size_t nm = 0;
+	int rc = cluster_open(o->seeds, &co, &c);
 
+	if (rc == TALLY_OK)
+		rc = cluster_each_master(c, NULL, 0, 1, argv, NULL,
+		                         RC_PROBE_TIMEOUT_MS, &mr, &nm);
+	for (size_t i = 0; rc == TALLY_OK && i < nm; i++)
+		if (mr[i].reply == NULL ||
+		    mr[i].reply->type == REDIS_REPLY_ERROR)
+			rc = TALLY_EIO;
+	cluster_master_replies_free(mr, nm);
 	cluster_close(c);
 	return rc;
 }
