@@ -274,6 +274,46 @@ fi
 sleep 2
 stop_loads fa3 fb3 fbn3
 
+section "a master hung and not replaced: reads elsewhere go on"
+# A write to it fails once tallyd's resends run out (15 s); the engine
+# then refuses writes and tries every second to reopen the store. While
+# the node cannot answer, a reopen could not succeed: the store that still
+# serves the other masters' slots must be kept, not dropped.
+if ! cluster_wait_ok 60; then
+	fail "the cluster is ok again before the second hang"
+fi
+set_node_timeout 60000 # no failover this time
+stuck=$(cluster_masters | head -n 1)
+other=$(cluster_masters | grep -vx "$stuck" | head -n 1)
+sk=$(probe_on "$stuck") && hk=$(probe_on "$other") ||
+	{ fail "probe counters on masters $stuck and $other"; finish; }
+assert_match "B writes a counter on master $other" '^[0-9]+$' \
+	"$(timeout 30 redis-cli -p "$B_RESP" incrby "$hk" 1 2>&1)"
+echo "$stuck" >>"$TMP/cl_dead"
+kill -STOP "${CL_PID[$stuck]}"
+out=$(timeout 60 redis-cli -p "$B_RESP" incrby "$sk" 1 2>&1 || true)
+assert_contains "a write to the hung master is answered with an error" "$out" "ERR"
+say "    B: $out"
+bad=0
+for ((i = 0; i < 10; i++)); do
+	out=$(timeout 30 redis-cli -p "$B_RESP" get "$hk" 2>&1 || true)
+	[[ "$out" =~ ^[0-9]+$ ]] || { bad=$((bad + 1)); LAST_ERR=$out; }
+	sleep 1
+done
+assert_eq "B keeps reading master $other's slots for 10 s after the failed write" 0 "$bad"
+[ "$bad" -eq 0 ] || say "    last read: $LAST_ERR"
+kill -CONT "${CL_PID[$stuck]}"
+grep -vx "$stuck" "$TMP/cl_dead" >"$TMP/cl_dead.new" || true
+mv "$TMP/cl_dead.new" "$TMP/cl_dead"
+set_node_timeout 2000
+LAST_ERR=""
+if took=$(write_within "$B_RESP" 60 "$sk"); then
+	pass "B takes writes again once the node answers"
+	say "    B: a write acknowledged $took ms after the node was woken"
+else
+	fail "B takes writes again within 60 s of the node waking" "last error: $LAST_ERR"
+fi
+
 section "every acknowledged write is there"
 verify "$A_RESP" strict redis-wait-1 fa1 fa2
 # Without WAIT a write acknowledged just before the kill may be lost with
