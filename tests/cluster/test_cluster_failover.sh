@@ -313,6 +313,9 @@ if took=$(write_within "$B_RESP" 60 "$sk"); then
 else
 	fail "B takes writes again within 60 s of the node waking" "last error: $LAST_ERR"
 fi
+st=$(timeout 10 redis-cli -p "$B_RESP" info persistence 2>&1 | tr -d '\r')
+assert_contains "B's store is ok again (INFO persistence)" "$st" "store_status:ok"
+say "    B: $(grep -E '^store_(failures|recoveries):' <<<"$st" | tr '\n' ' ')"
 
 section "every acknowledged write is there"
 verify "$A_RESP" strict redis-wait-1 fa1 fa2
