@@ -3,9 +3,10 @@
  * (SET/DEL of a counter, a member liked then unliked); each segment costs
  * two round trips, every node's commands pipelined in each:
  *  1. the writes: one script per coalesced counter (all its deltas, in
- *     order, each refused alone on overflow), per object total, per
- *     membership change, per SET/DEL, per op carrying a client id, and a
- *     GROW script for each counter found hot (rc_hot.c);
+ *     order, each refused alone on overflow: when none has the other's
+ *     sign, one INCRBY of their sum, see RC_LUA_ADD), per object total,
+ *     per membership change, per SET/DEL, per op carrying a client id, and
+ *     a GROW script for each counter found hot (rc_hot.c);
  *  2. the reads that results need (the shards of a sharded counter, the
  *     sub-hash sizes of a unique object) and the capped logs (recent,
  *     history) of the events that changed something.
@@ -34,6 +35,14 @@ typedef struct rc_grp {
 	int64_t sum;         /* SUM: the sum read, less later ops' changes */
 	uint32_t grow;       /* ADD_NAMED, HOT: 1 + index of the counter's
 	                        GROW script in phase 1, or 0 */
+	/* ADD: the deltas' sum and signs, and their runs of equal deltas */
+	int64_t dsum;
+	int64_t last;        /* the delta of the run being counted */
+	int64_t acc;         /* deltas after the op being answered */
+	uint32_t runs;       /* runs of equal deltas, in op order */
+	uint32_t rl, k;      /* the run being written, runs written */
+	uint8_t pos, neg;    /* a delta > 0, a delta < 0 was seen */
+	uint8_t ovf;         /* dsum left int64 */
 } rc_grp;
 
 /* Per op: where its answer comes from. */
@@ -43,6 +52,8 @@ typedef struct rc_opx {
 	uint32_t pos;        /* place among its ADD group's deltas */
 	int32_t cmd;         /* its own phase-1 command, or -1 */
 	int64_t d;           /* what it changed the sum by, once known */
+	int64_t after;       /* its ADD group's deltas after it (summed
+	                        groups: its value is the last one less this) */
 	uint8_t changed;
 } rc_opx;
 
@@ -139,22 +150,55 @@ static size_t counter_tag(char *buf, const store_op *op, uint32_t shard)
 	return n;
 }
 
-/* An ADD script: value key, token key, optional cfg key, ttl, deltas
- * (filled later for groups). */
+/* What op changes its integer key by (counter or object total). */
+static int64_t op_delta(const store_op *op)
+{
+	return op->kind == STORE_OP_INCRBY ? op->value
+	       : op->remove ? -op->delta : op->delta;
+}
+
+/* Note the next delta of an ADD group (op order). */
+static void grp_delta(rc_grp *g, int64_t d)
+{
+	if (g->n == 0 || d != g->last)
+		g->runs++;
+	g->last = d;
+	g->pos |= d > 0;
+	g->neg |= d < 0;
+	if (!g->ovf && __builtin_add_overflow(g->dsum, d, &g->dsum))
+		g->ovf = 1;
+	g->n++;
+}
+
+/* Whether one INCRBY of the group's sum may stand for its deltas: with no
+ * two of opposite signs the values in between are passed on the way from
+ * the first to the last, so only the last can overflow (then Redis
+ * refuses the INCRBY and the script adds the deltas one by one). */
+static int grp_summed(const rc_grp *g)
+{
+	return !(g->pos && g->neg) && !g->ovf;
+}
+
+/* An ADD script: value key, token key, optional cfg key, ttl, the sum
+ * (summed) or "", then npairs (delta, run length) pairs, set with
+ * put_pair(). */
 static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
                             const char *vkey, size_t vl, const char *tkey,
                             size_t tkl, int with_cfg, uint32_t ttl,
-                            uint32_t ndeltas)
+                            int summed, int64_t sum, uint32_t npairs)
 {
 	int nkeys = with_cfg ? 3 : 2;
 	cluster_cmd *cmd = rc_eval(s->r, &s->c1, RC_S_ADD, nkeys,
-	                           1 + (int)ndeltas, rc_slot(vkey, vl));
+	                           2 + 2 * (int)npairs, rc_slot(vkey, vl));
 	char cfg[RC_KEY_MAX];
 	int n;
 
 	if (cmd == NULL || rc_arg(&s->c1, cmd, 3, vkey, vl) ||
 	    rc_arg(&s->c1, cmd, 4, tkey, tkl) ||
 	    rc_argf(&s->c1, cmd, 3 + nkeys, "%u", ttl))
+		return NULL;
+	if (summed ? rc_argf(&s->c1, cmd, 4 + nkeys, "%lld", (long long)sum)
+	           : rc_arg(&s->c1, cmd, 4 + nkeys, "", 0))
 		return NULL;
 	if (with_cfg) {
 		n = snprintf(cfg, sizeof cfg, "t:cfg:{%.*s}", (int)tl, tag);
@@ -163,6 +207,18 @@ static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
 			return NULL;
 	}
 	return cmd;
+}
+
+/* Pair k of an ADD script with npairs pairs: delta d, cnt times. */
+static int put_pair(rc_seg *s, cluster_cmd *cmd, uint32_t npairs,
+                    uint32_t k, int64_t d, uint32_t cnt)
+{
+	int i = cmd->argc - 2 * (int)npairs + 2 * (int)k;
+
+	if (rc_argf(&s->c1, cmd, i, "%lld", (long long)d) ||
+	    rc_argf(&s->c1, cmd, i + 1, "%u", cnt))
+		return TALLY_ENOMEM;
+	return TALLY_OK;
 }
 
 static int plan_incr(rc_seg *s, size_t i)
@@ -181,9 +237,8 @@ static int plan_incr(rc_seg *s, size_t i)
 		vl = (size_t)snprintf(vk, RC_KEY_MAX, "t:c:{%.*s}", (int)tl, tag);
 		tkl = client_tok(tk, RC_KEY_MAX, tag, tl, op, "");
 		cmd = tkl ? add_cmd(s, tag, tl, vk, vl, tk, tkl, 1,
-		                    r->token_ttl_s, 1) : NULL;
-		if (cmd == NULL ||
-		    rc_argf(&s->c1, cmd, 7, "%lld", (long long)op->value))
+		                    r->token_ttl_s, 0, 0, 1) : NULL;
+		if (cmd == NULL || put_pair(s, cmd, 1, 0, op->value, 1))
 			return TALLY_ENOMEM;
 		s->x[i].cmd = (int32_t)(s->c1.n - 1);
 		rc = grp_get(s, G_HOT, op->key, op->key_len, i, &gi);
@@ -195,7 +250,8 @@ static int plan_incr(rc_seg *s, size_t i)
 	if (rc != TALLY_OK)
 		return rc;
 	s->x[i].grp = (int32_t)gi;
-	s->x[i].pos = s->g[gi].n++;
+	s->x[i].pos = s->g[gi].n;
+	grp_delta(&s->g[gi], op->value);
 	return TALLY_OK;
 }
 
@@ -271,14 +327,15 @@ static int plan_total(rc_seg *s, size_t i, const char *otag, size_t ol)
 		if (rc != TALLY_OK)
 			return rc;
 		s->x[i].grp = (int32_t)gi;
-		s->x[i].pos = s->g[gi].n++;
+		s->x[i].pos = s->g[gi].n;
+		grp_delta(&s->g[gi], d);
 		return TALLY_OK;
 	}
 	n = snprintf(s->key, RC_KEY_MAX, "t:t:{%.*s}", (int)ol, otag);
 	tkl = client_tok(s->key2, RC_KEY_MAX, otag, ol, op, "");
 	cmd = tkl ? add_cmd(s, otag, ol, s->key, (size_t)n, s->key2, tkl, 0,
-	                    s->r->token_ttl_s, 1) : NULL;
-	if (cmd == NULL || rc_argf(&s->c1, cmd, 6, "%lld", (long long)d))
+	                    s->r->token_ttl_s, 0, 0, 1) : NULL;
+	if (cmd == NULL || put_pair(s, cmd, 1, 0, d, 1))
 		return TALLY_ENOMEM;
 	s->x[i].cmd = (int32_t)(s->c1.n - 1);
 	return TALLY_OK;
@@ -378,7 +435,8 @@ static uint64_t now_s_mono(void)
 	return (uint64_t)ts.tv_sec;
 }
 
-/* The ADD script of each group, its deltas in op order. */
+/* The ADD script of each group: its deltas in op order, run-length
+ * coded, and their sum when one INCRBY may add them (grp_summed). */
 static int plan_groups(rc_seg *s)
 {
 	rcs *r = s->r;
@@ -411,33 +469,58 @@ static int plan_groups(rc_seg *s)
 		tkl = batch_tok(s, s->key2, RC_KEY_MAX, tag, tl, 'g', gi);
 		if (tkl == 0 || add_cmd(s, tag, tl, s->key, vl, s->key2, tkl,
 		                        g->kind == G_ADD_NAMED && g->shard == 0,
-		                        RC_BATCH_TOKEN_TTL_S, g->n) == NULL)
+		                        RC_BATCH_TOKEN_TTL_S, grp_summed(g),
+		                        g->dsum, g->runs) == NULL)
 			return TALLY_ENOMEM;
 		g->cmd = (int32_t)(s->c1.n - 1);
 	}
 	for (size_t i = s->from; i < s->to; i++) {
-		const store_op *op = &s->ops[i];
-		cluster_cmd *cmd;
 		rc_grp *g;
 		int64_t d;
 
-		if (op->skip || s->x[i].grp < 0)
+		if (s->ops[i].skip || s->x[i].grp < 0)
 			continue;
 		g = &s->g[s->x[i].grp];
-		cmd = &s->c1.v[g->cmd];
-		d = op->kind == STORE_OP_INCRBY ? op->value
-		    : op->remove ? -op->delta : op->delta;
-		if (rc_argf(&s->c1, cmd, cmd->argc - (int)g->n +
-		            (int)s->x[i].pos, "%lld", (long long)d))
+		d = op_delta(&s->ops[i]);
+		if (g->rl > 0 && d != g->last) {
+			if (put_pair(s, &s->c1.v[g->cmd], g->runs, g->k++,
+			             g->last, g->rl))
+				return TALLY_ENOMEM;
+			g->rl = 0;
+		}
+		g->last = d;
+		g->rl++;
+	}
+	for (size_t gi = 0; gi < s->ng; gi++) {
+		rc_grp *g = &s->g[gi];
+
+		if (g->rl > 0 && put_pair(s, &s->c1.v[g->cmd], g->runs, g->k++,
+		                          g->last, g->rl))
 			return TALLY_ENOMEM;
+		assert(g->k == g->runs);
+	}
+	/* A summed group answers with its last value: each op's is that less
+	 * the deltas after it (partial sums of one sign, within the sum). */
+	for (size_t i = s->to; i-- > s->from;) {
+		rc_grp *g;
+
+		if (s->ops[i].skip || s->x[i].grp < 0)
+			continue;
+		g = &s->g[s->x[i].grp];
+		if (!grp_summed(g))
+			continue;
+		s->x[i].after = g->acc;
+		if (__builtin_add_overflow(g->acc, op_delta(&s->ops[i]), &g->acc))
+			return TALLY_ECORRUPT; /* cannot be: |acc| <= |dsum| */
 	}
 	return TALLY_OK;
 }
 
-/* "n|v1,v2,..." of an ADD script: the shard count read, and value pos
- * (or TALLY_EOVERFLOW for "E"). */
-static int add_reply(const redisReply *rep, uint32_t pos, uint32_t *n,
-                     int64_t *v)
+/* "n|v1,v2,..." or "n|=v" of an ADD script: the shard count read, and
+ * the value after delta pos (TALLY_EOVERFLOW for "E"); for "=v", v less
+ * after, the sum of the deltas that followed pos. */
+static int add_reply(const redisReply *rep, uint32_t pos, int64_t after,
+                     uint32_t *n, int64_t *v)
 {
 	const char *p, *end;
 	char buf[32], *e;
@@ -450,6 +533,16 @@ static int add_reply(const redisReply *rep, uint32_t pos, uint32_t *n,
 	if (e >= end || *e != '|')
 		return TALLY_ECORRUPT;
 	p = e + 1;
+	if (p < end && *p == '=') {
+		if (end - p - 1 < 1 || (size_t)(end - p - 1) >= sizeof buf)
+			return TALLY_ECORRUPT;
+		memcpy(buf, p + 1, (size_t)(end - p - 1));
+		buf[end - p - 1] = '\0';
+		*v = strtoll(buf, &e, 10);
+		if (*e != '\0' || __builtin_sub_overflow(*v, after, v))
+			return TALLY_ECORRUPT;
+		return TALLY_OK;
+	}
 	for (uint32_t i = 0; i < pos; i++) {
 		p = memchr(p, ',', (size_t)(end - p));
 		if (p == NULL)
@@ -538,15 +631,14 @@ static int parse_phase1(rc_seg *s)
 			rc = parse_member(op, x, rep);
 		} else if (op->kind == STORE_OP_INCRBY ||
 		           op->kind == STORE_OP_EVENT) {
-			rc = add_reply(rep, pos, &n, &op->result);
+			rc = add_reply(rep, pos, x->after, &n, &op->result);
 			if (rc == TALLY_EOVERFLOW) {
 				op->err = rc;
 				rc = TALLY_OK;
 				continue;
 			}
 			x->changed = 1;
-			x->d = op->kind == STORE_OP_INCRBY ? op->value
-			       : op->remove ? -op->delta : op->delta;
+			x->d = op_delta(op);
 		}
 		if (rc != TALLY_OK)
 			return rc;

@@ -12,22 +12,46 @@
  * total), each refused alone if it would overflow ("E").
  * KEYS[1] value key, KEYS[2] token key, KEYS[3] (optional) the counter's
  * shard-count key, in the same slot (only shard 0 shares it).
- * ARGV[1] token ttl s, ARGV[2..] deltas.
- * Returns "n|v1,v2,..." (n: shard count read, 1 without KEYS[3]); a token
- * already there returns its saved string, so a resend or a client retry
- * answers like the first run and changes nothing. */
+ * ARGV[1] token ttl s, ARGV[2] the deltas' sum or "", ARGV[3..] the deltas
+ * run-length coded: delta, how many times in a row.
+ * With a sum (tallyd sends one only when no two deltas have opposite
+ * signs, so every value between the first and the last is passed on the
+ * way and none can overflow unless the last does) one INCRBY adds it and
+ * the reply is "n|=v", v the value after the last delta: the master's work
+ * is per batch, not per delta. Without a sum, or when its INCRBY is refused
+ * (it then changed nothing), each delta is added alone and the reply is
+ * "n|v1,v2,..." with "E" for a refused one; once a delta is refused the
+ * same delta right after it is refused too (the value did not move), so a
+ * run stops at its first refusal.
+ * n is the shard count read (1 without KEYS[3]); a token already there
+ * returns its saved string, so a resend or a client retry answers like the
+ * first run and changes nothing. */
 #define RC_LUA_ADD \
 "local t = redis.call('GET', KEYS[2])\n" \
 "if t then return t end\n" \
 "local n = '1'\n" \
 "if KEYS[3] then n = redis.call('GET', KEYS[3]) or '1' end\n" \
-"local out = {}\n" \
-"for i = 2, #ARGV do\n" \
-"  local r = redis.pcall('INCRBY', KEYS[1], ARGV[i])\n" \
-"  if type(r) == 'table' and r.err then out[#out + 1] = 'E'\n" \
-"  else out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
+"local s\n" \
+"if ARGV[2] ~= '' then\n" \
+"  local r = redis.pcall('INCRBY', KEYS[1], ARGV[2])\n" \
+"  if not (type(r) == 'table' and r.err) then\n" \
+"    s = n .. '|=' .. redis.call('GET', KEYS[1]) end\n" \
 "end\n" \
-"local s = n .. '|' .. table.concat(out, ',')\n" \
+"if not s then\n" \
+"  local out = {}\n" \
+"  for i = 3, #ARGV, 2 do\n" \
+"    local e = false\n" \
+"    for j = 1, tonumber(ARGV[i + 1]) do\n" \
+"      if not e then\n" \
+"        local r = redis.pcall('INCRBY', KEYS[1], ARGV[i])\n" \
+"        e = type(r) == 'table' and r.err ~= nil\n" \
+"      end\n" \
+"      if e then out[#out + 1] = 'E'\n" \
+"      else out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
+"    end\n" \
+"  end\n" \
+"  s = n .. '|' .. table.concat(out, ',')\n" \
+"end\n" \
 "redis.call('SET', KEYS[2], s, 'EX', ARGV[1])\n" \
 "return s\n"
 
