@@ -3,9 +3,50 @@
 # 6-node Redis Cluster (3 masters, 3 replicas): counters, events and their
 # queries, client ids retried on another tallyd, TALLY.SHARDS spreading a
 # counter over masters, exact totals under concurrent increments from
-# several tallyd instances sharing the cluster, and what this store refuses.
+# several tallyd instances sharing the cluster, pipelined bursts of one
+# counter answered with their running values (one INCRBY of the batch's sum
+# on the master, per-delta only past the int64 edge), and what this store
+# refuses.
 source "$(dirname "$0")/lib_cluster.sh" "$@"
-need_cmd redis-cli curl
+need_cmd redis-cli curl redis-benchmark
+
+
+# resp ARG...: one command in RESP, with \r\n written as printf %b escapes.
+resp() {
+	local a out="*$#\\r\\n"
+	for a in "$@"; do out+="\$${#a}\\r\\n$a\\r\\n"; done
+	printf '%s' "$out"
+}
+# pipe PORT COPIES NCMDS UNIT: UNIT (NCMDS commands made by resp) COPIES
+# times in one write, so that tallyd queues them together; prints the
+# replies in order, one a line, without their ':' or '-'.
+pipe() {
+	timeout 60 bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 9
+		buf=""
+		for ((i = 0; i < $2; i++)); do buf+=$4; done
+		printf "%b" "$buf" >&3
+		for ((i = 0; i < $2 * $3; i++)); do
+			IFS= read -r l <&3 || exit 1
+			l=${l%$(printf "\r")}
+			printf "%s\n" "${l#[:-]}"
+		done' _ "$@" || echo "(pipe failed)"
+}
+tstat() { # FIELD of the current tallyd's INFO stats
+	rcli info stats | tr -d '\r' | awk -F: -v f="$1" '$1 == f { print $2 }'
+}
+# The calls of commands CMD... summed over every master's INFO commandstats.
+mcalls() {
+	local p c n=0 v
+	for p in $(cluster_masters); do
+		for c in "$@"; do
+			v=$(ccli "$p" info commandstats | tr -d '\r' |
+				awk -F'[:,=]' -v c="cmdstat_$c" '$1 == c { print $3 }')
+			n=$((n + ${v:-0}))
+		done
+	done
+	echo "$n"
+}
 
 cluster_start no
 CS=(--store redis-cluster --cluster "$CL_SEEDS")
@@ -29,6 +70,75 @@ assert_eq "overflow changed nothing" "9223372036854775807" "$(rcli get big)"
 slot=$(ccli "${CL_PORTS[0]}" cluster keyslot 't:c:{hits}')
 owner=$(cluster_master_of_slot "$slot")
 assert_eq "shard 0 of hits is t:c:{hits} on its master" "8" "$(ccli "$owner" get 't:c:{hits}')"
+
+section "a pipelined burst of one counter: running values, the int64 edge"
+assert_eq "1000 pipelined INCRBY 1 answer 1..1000 in order" "$(seq 1 1000)" \
+	"$(pipe "$T_RESP" 1000 1 "$(resp INCRBY burst 1)")"
+assert_eq "200 pipelined DECRBY 2 answer 998..600 in order" "$(seq 998 -2 600)" \
+	"$(pipe "$T_RESP" 200 1 "$(resp DECRBY burst 2)")"
+assert_eq "mixed signs (INCRBY 5, DECRBY 3) x 100: running values" \
+	"$(for ((i = 0; i < 100; i++)); do echo $((600 + 2 * i + 5)); echo $((600 + 2 * i + 2)); done)" \
+	"$(pipe "$T_RESP" 100 2 "$(resp INCRBY burst 5)$(resp DECRBY burst 3)")"
+assert_eq "GET after the bursts" "800" "$(rcli get burst)"
+assert_eq "an object total in a burst: 300 anonymous views answer 1..300" "$(seq 1 300)" \
+	"$(pipe "$T_RESP" 300 1 "$(resp TALLY.ADD article view 55 0)")"
+assert_eq "a 3-shard counter: 300 pipelined INCRs answer its total 1..300" "$(seq 1 300)" \
+	"$(rcli tally.shards burst3 3 >/dev/null; pipe "$T_RESP" 300 1 "$(resp INCR burst3)")"
+# edge DESC START COPIES NCMDS UNIT REPLIES FINAL: counter edge SET to
+# START, then UNIT (NCMDS commands) COPIES times pipelined must answer
+# REPLIES (overflow errors as x) and leave FINAL. The case is about one
+# batch, so the burst is sent while tallyd's committer waits on a batch of
+# its own (an INCR of another counter, held by CLIENT PAUSE on every
+# master): it all queues and goes in the next batch. tallyd's batch count
+# checks that (2 batches); tried up to 3 times, every try checked.
+edge() {
+	local desc=$1 start=$2 copies=$3 ncmds=$4 unit=$5 want=$6 final=$7
+	local one=0 try b0 out p fill
+	for ((try = 0; try < 3 && one == 0; try++)); do
+		rcli set edge "$start" >/dev/null
+		b0=$(tstat batches)
+		for p in $(cluster_masters); do cluster_pause "$p" 1000; done
+		timeout 20 redis-cli -p "$T_RESP" incr edgefill >/dev/null 2>&1 &
+		fill=$!
+		sleep 0.3
+		out=$(pipe "$T_RESP" "$copies" "$ncmds" "$unit")
+		wait "$fill" || true
+		[ "$(($(tstat batches) - b0))" -eq 2 ] && one=1
+		assert_eq "$desc" "$want" \
+			"$(sed 's/^ERR.*overflow.*/x/' <<<"$out" | tr '\n' ' ' | sed 's/ $//')"
+		assert_eq "... and the counter ends at $final" "$final" "$(rcli get edge)"
+	done
+	assert_eq "... the burst went in one batch (at most 3 tries)" "1" "$one"
+}
+# The sum overflows, so the script adds them one by one: 3 fit, 2 fail.
+edge "INT64_MAX-10 + 5 x INCRBY 3: 3 values, then 2 overflow errors" \
+	9223372036854775797 5 1 "$(resp INCRBY edge 3)" \
+	"9223372036854775800 9223372036854775803 9223372036854775806 x x" 9223372036854775806
+edge "INT64_MIN+10 - 5 x DECRBY 3: 3 values, then 2 overflow errors" \
+	-9223372036854775798 5 1 "$(resp DECRBY edge 3)" \
+	"-9223372036854775801 -9223372036854775804 -9223372036854775807 x x" -9223372036854775807
+# Opposite signs are added one by one even when their sum would fit.
+edge "INT64_MAX-2 + (INCRBY 5, DECRBY 5): an overflow error, then INT64_MAX-7" \
+	9223372036854775805 1 2 "$(resp INCRBY edge 5)$(resp DECRBY edge 5)" \
+	"x 9223372036854775800" 9223372036854775800
+# A sum out of int64 in tallyd is not sent either.
+edge "0 + 2 x INCRBY INT64_MAX: INT64_MAX, then an overflow error" \
+	0 2 1 "$(resp INCRBY edge 9223372036854775807)" \
+	"9223372036854775807 x" 9223372036854775807
+# Master work per batch, not per increment: scripts and INCRBYs on the
+# masters per increment (about 2 per batch whatever its size).
+c0=$(mcalls evalsha incrby)
+n=20000
+if timeout 120 redis-benchmark -p "$T_RESP" -n "$n" -c 20 -P 16 -q INCR hotb >/dev/null 2>&1; then
+	pass "redis-benchmark INCR hotb exits 0"
+else
+	fail "redis-benchmark INCR hotb exits 0"
+fi
+calls=$(($(mcalls evalsha incrby) - c0))
+assert_eq "hotb is exact" "$n" "$(rcli get hotb)"
+say "     ($calls EVALSHA + INCRBY calls on the masters for $n increments)"
+assert_int_cmp "masters ran under 0.5 scripts-or-INCRBY per increment (x1000)" \
+	"$((calls * 1000 / n))" -lt 500
 
 section "events"
 assert_eq "like" "1" "$(rcli tally.add article like 42 7)"
