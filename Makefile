@@ -3,6 +3,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# Tests run at a time by `make test` (some are marked to run alone; see
+# CMakeLists.txt).
+CTEST_JOBS ?= 2
 
 .PHONY: all deps build test test-asan fuzz bench bench-cluster run clean
 
@@ -20,7 +23,7 @@ build: $(BUILD)/Makefile
 test: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j $(CTEST_JOBS)
 
 # The whole suite again under AddressSanitizer and UBSan.
 test-asan: deps
