@@ -253,7 +253,7 @@ END {
 	printf " against the target of 24 (%s); %.1f while still in the WAL, %.1f in L0 SSTs.\n", (bl >= 0 && bl <= 24 ? "met" : "not met"), get(B, "closed_bytes_per_stored_like"), get(B, "reopened_bytes_per_stored_like")
 	printf "- One hot key, sync: %s increments/s with one thread, %s with two; %.5f store entries and %.5f fsyncs per increment (group commit: batches of %.0f).\n", commas(get(H, "ops_per_s")), commas(get("incr-hot-sync-2t", "ops_per_s")), get(H, "entries_per_op"), get(H, "syncs") / get(H, "ops"), get(H, "avg_batch")
 	printf "- Async hot key: %s adds/s through striped cells (`tally_counter_add`, 1 thread), against %s/s for blocking `tally_incrby` (one committer round trip per call).\n", commas(get("incr-hot-async-1t/counter_add", "ops_per_s")), commas(get("incr-hot-async-1t/incrby", "ops_per_s"))
-	print "- Where the time of a workload goes: `perf record -g " bin_short " --seconds 10 likes-sync`, then `perf report`."
+	print "- Where the time of a workload goes: `perf record -g " bin_short " --seconds 10 likes-sync`, then `perf report`. docs/PERFORMANCE.md holds the profiles behind each target and what would lift those not reached."
 }' "$TMP/medians.tsv" >"$TMP/doc.md"
 
 {
