@@ -10,8 +10,9 @@
  * ids: every write carries an ID (counters over HTTP, which takes one); an
  * error is retried with the same ID until answered, so it counts once.
  * noids: plain INCRBY / TALLY.ADD; an error is unknown (may or may not have
- * applied). incr: like noids, but only INCRBY of PREFIX.c, so that every
- * batch writes that one key's node first thing. strict: nothing acknowledged may be missing (--redis-wait);
+ * applied). incr, incrid: like noids, ids, but only increments of
+ * PREFIX.c, so that every batch writes that one key's node and nothing
+ * else. strict: nothing acknowledged may be missing (--redis-wait);
  * loose: losses are counted and reported, not failed. Both: nothing counted
  * twice, and a like count equals the members that are in. */
 #define _GNU_SOURCE /* strcasestr */
@@ -351,8 +352,10 @@ static int mode_load(char **argv)
 	loader l = { .resp_port = atoi(argv[2]), .prefix = argv[4],
 	             .content = argv[5],
 	             .member_base = strtoull(argv[6], NULL, 10),
-	             .ids = strcmp(argv[7], "ids") == 0,
-	             .incr_only = strcmp(argv[7], "incr") == 0, .stop = argv[8] };
+	             .ids = strcmp(argv[7], "ids") == 0 ||
+	                    strcmp(argv[7], "incrid") == 0,
+	             .incr_only = strncmp(argv[7], "incr", 4) == 0,
+	             .stop = argv[8] };
 	const char *shards[3] = { "TALLY.SHARDS", NULL, "3" };
 	char sh[NAME_MAX_LEN];
 	int64_t start = mono_ms(), stop_at = 0;
@@ -586,7 +589,7 @@ int main(int argc, char **argv)
 	if (argc >= 6 && strcmp(argv[1], "verify") == 0)
 		return mode_verify(argc, argv);
 	fprintf(stderr, "usage: failover_load load RESP HTTP PREFIX CONTENT "
-	        "MEMBER_BASE ids|noids|incr STOPFILE JOURNAL\n"
+	        "MEMBER_BASE ids|noids|incr|incrid STOPFILE JOURNAL\n"
 	        "       failover_load verify RESP strict|loose LABEL "
 	        "JOURNAL...\n");
 	return 2;
