@@ -290,14 +290,12 @@ static void run_op(loader *l, uint64_t seq, int64_t start, int64_t *stop_at)
 	int64_t d = 1 + (int64_t)(seq % 5);
 	uint64_t member = l->member_base + seq;
 	char id[64];
-	int acked = 0;
+	int acked = 0, tries;
 
 	snprintf(id, sizeof id, "%s-%" PRIu64, l->prefix, seq);
-	for (int tries = 0;; tries++) {
+	for (tries = 0;; tries++) {
 		int64_t now = mono_ms();
 
-		if (tries > 0)
-			l->j.retried++;
 		acked = attempt(l, kind, d, member, id);
 		if (acked)
 			break;
@@ -313,6 +311,7 @@ static void run_op(loader *l, uint64_t seq, int64_t start, int64_t *stop_at)
 		int64_t now = mono_ms();
 
 		l->j.acked++;
+		l->j.retried += tries > 0;
 		if (now - l->j.last_ack_mono > l->j.gap_ms) {
 			l->j.gap_ms = now - l->j.last_ack_mono;
 			l->j.gap_end_ms = real_ms();
