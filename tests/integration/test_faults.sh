@@ -107,7 +107,9 @@ wait_acks() {
 }
 
 section "1. faults under load, recovery in process"
-start_with_shim
+# Counters checkpoint every few batches, so faults also hit the checkpoint
+# thread's writes, not only the committer's.
+start_with_shim --checkpoint-kib 4
 say "tallyd pid $T_PID, RESP $T_RESP, HTTP $T_HTTP"
 {
 	for i in $(seq 1 10); do echo "incr f:a"; done
