@@ -357,8 +357,10 @@ static int overlays_flush(rocks *r, uint64_t seq_start)
 	return TALLY_OK;
 }
 
-/* The batch is durable: its values become the committer's cache. The cache
- * is bounded by dropping it whole when full; a miss costs one store read. */
+/* The batch is durable: the values it read but did not change become the
+ * committer's cache (those it changed are in the dirty tables now). The
+ * cache is bounded by dropping it whole when full; a miss costs one store
+ * read. */
 static void overlays_commit(rocks *r, hmap *ov, hmap *cache)
 {
 	size_t pos = 0, len;
@@ -369,7 +371,11 @@ static void overlays_commit(rocks *r, hmap *ov, hmap *cache)
 		hmap_clear(cache);
 	while (hmap_next(ov, &pos, &key, &len, &val)) {
 		const rocks_val *v = val;
-		rocks_val *c = hmap_put(cache, key, len, NULL);
+		rocks_val *c;
+
+		if (rocks_val_changed(v))
+			continue;
+		c = hmap_put(cache, key, len, NULL);
 
 		if (c == NULL) { /* out of memory: forget rather than lie */
 			hmap_del(cache, key, len);

@@ -89,8 +89,8 @@ typedef struct rocks {
 	size_t jlen, jcap;
 	uint64_t jseq;       /* number of the last record written */
 	uint64_t journal_bytes; /* written since the last freeze */
-	size_t dirty_max;    /* freeze at this many dirty values */
-	uint64_t journal_max; /* or at this many journal bytes */
+	uint64_t journal_max; /* freeze at this many journal bytes, or at
+	                         cache_max dirty values */
 	pthread_t ck_thread;
 	pthread_mutex_t ck_mu;
 	pthread_cond_t ck_cv;
@@ -135,14 +135,18 @@ int rocks_journal_init(rocks *r, uint64_t journal_max);
 /* Replay the journal into the dirty tables; start the checkpoint thread. */
 int rocks_journal_load(rocks *r);
 void rocks_journal_close(rocks *r);
-int rocks_val_changed(const rocks_val *v);
+/* Whether an overlay entry changed its value in this batch. */
+static inline int rocks_val_changed(const rocks_val *v)
+{
+	return v->put || v->acc != 0;
+}
 /* Add one changed value to this batch's record. */
 int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
                       const rocks_val *v);
 /* Put this batch's record (if any) into r->wb. */
 void rocks_journal_put(rocks *r);
 void rocks_journal_discard(rocks *r);
-/* The batch is written: its changed values move from the overlays to the
+/* The batch is written: its changed values are copied from the overlays to the
  * dirty tables; reap a finished checkpoint; freeze when due. On an error
  * that leaves the tables behind the store, sets r->failed. */
 void rocks_journal_commit(rocks *r);

@@ -43,12 +43,6 @@ static int tab_of(int cf)
 	return cf == CF_TOTALS;
 }
 
-/* Whether an overlay entry changed its value in this batch. */
-int rocks_val_changed(const rocks_val *v)
-{
-	return v->put || v->acc != 0;
-}
-
 static int jbuf_reserve(rocks *r, size_t more)
 {
 	if (r->jlen + more <= r->jcap)
@@ -208,7 +202,6 @@ void rocks_journal_commit(rocks *r)
 				hmap_del(cache, key, len);
 				if (tabs_put(r->dirty[t], key, len, val))
 					rc = TALLY_EIO;
-				hmap_del(ov, key, len);
 			}
 		}
 		pthread_rwlock_unlock(&r->dirty_lock);
@@ -229,7 +222,7 @@ void rocks_journal_commit(rocks *r)
 		return;
 	}
 	if (r->frozen[0] == NULL &&
-	    (hmap_count(r->dirty[0]) + hmap_count(r->dirty[1]) >= r->dirty_max ||
+	    (hmap_count(r->dirty[0]) + hmap_count(r->dirty[1]) >= r->cache_max ||
 	     r->journal_bytes >= r->journal_max))
 		freeze(r);
 }
@@ -313,8 +306,8 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 {
 	pthread_rwlockattr_t a;
 
-	/* The journal bound also bounds what a restart replays. */
-	r->dirty_max = r->cache_max;
+	/* The journal bound also bounds what a restart replays; the other
+	 * bound is cache_max changed values. */
 	r->journal_max = journal_max ? journal_max : (uint64_t)64 << 20;
 	for (int t = 0; t < 2; t++) {
 		r->dirty[t] = hmap_create(sizeof(rocks_val));
