@@ -338,16 +338,23 @@ report() {
 	done <"$1"
 }
 
+# _gone_within PID SECONDS: 0 once PID has ended, 1 if it still runs
+# after SECONDS.
+_gone_within() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	! kill -0 "$1" 2>/dev/null
+}
+
 # wait_bg PID SECONDS FAILURE: wait (bounded) for a background helper to
 # end; past SECONDS it fails with FAILURE and is killed. WAIT_RC gets its
 # exit code.
 wait_bg() {
-	local pid=$1 i
-	for ((i = 0; i < $2 * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$pid" 2>/dev/null; then
+	local pid=$1
+	if ! _gone_within "$pid" "$2"; then
 		fail "$3"
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
@@ -358,15 +365,11 @@ wait_bg() {
 # stop_tallyd [SIGNAL]: SIGTERM (default) and wait up to 30 s for a clean
 # exit; SIGKILL past that. T_EXIT gets the exit code (137 when killed).
 stop_tallyd() {
-	local sig=${1:-TERM} i
+	local sig=${1:-TERM}
 	T_EXIT=""
 	[ -n "$T_PID" ] || return 0
 	kill -"$sig" "$T_PID" 2>/dev/null || true
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$T_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$T_PID" 2>/dev/null; then
+	if ! _gone_within "$T_PID" 30; then
 		say "tallyd $T_PID did not exit within 30 s of SIG$sig: SIGKILL"
 		kill -KILL "$T_PID" 2>/dev/null || true
 	fi
