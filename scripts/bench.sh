@@ -12,6 +12,7 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/bench_lib.sh"
 BIN=$(cd "$1" && pwd)/tally_bench
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
@@ -123,8 +124,6 @@ END {
 }' "$RAW" >"$TMP/medians.tsv"
 
 # The machine, for the record.
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
 ROCKS=$(pkg-config --modversion rocksdb 2>/dev/null || echo unknown)
 CCV=$(cc --version 2>/dev/null | head -n 1 || echo unknown)

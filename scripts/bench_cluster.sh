@@ -19,6 +19,7 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/bench_lib.sh"
 BUILD=$(cd "$1" && pwd)
 TALLYD=$BUILD/tallyd
 RUNS=${BENCH_RUNS:-3}
@@ -298,7 +299,6 @@ tot() { # config node stat
 }
 sent() { awk -F'\t' -v c="$1" '$2 == c { t += $3 } END { print t + 0 }' "$RAW"; }
 cmds() { echo $(( $(tot "$1" "$2" total) - $(tot "$1" "$2" info) )); } # INFO: ours
-commas() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); r = ""; while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) } print s r }'; }
 div() { awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN { if (b > 0) printf f, a / b; else printf "n/a" }'; }
 us_per() { awk -v t="$1" -v n="$2" -v k="$TICK" 'BEGIN { if (n > 0) printf "%.2f", t / k * 1e6 / n; else printf "n/a" }'; }
 client_cpu() { awk -F'\t' -v c="$1" '$2 == c { t += $7 } END { print t + 0 }' "$RAW"; }
@@ -314,8 +314,6 @@ other() { # config node: commands not in CMDCOLS
 	echo "$o"
 }
 
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ] && REV="$REV + uncommitted changes in src/ or include/"
 # A build made elsewhere (e.g. from a clean export of a commit) says so.
@@ -530,13 +528,6 @@ read -r MEDR _ _ <<<"$(med redis 4)"
 	echo "<!-- cluster:end -->"
 } >"$TMP/section.md"
 
-# Replace our section in the document, or append it.
-touch "$OUT"
-awk -v sec="$TMP/section.md" '
-/^<!-- cluster:begin/ { skip = 1; while ((getline l < sec) > 0) print l; done = 1; next }
-/^<!-- cluster:end/ { skip = 0; next }
-!skip { print }
-END { if (!done) { print ""; while ((getline l < sec) > 0) print l } }' "$OUT" >"$TMP/doc.md"
-cp "$TMP/doc.md" "$OUT"
+doc_section cluster "$TMP/section.md" "$OUT"
 log "written to $OUT"
 sed -n '/^### Throughput/,/^### What these/p' "$TMP/section.md"

@@ -20,6 +20,7 @@ if [ $# -ne 1 ]; then
 	exit 2
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/bench_lib.sh"
 BUILD=$(cd "$1" && pwd)
 TALLYD=$BUILD/tallyd
 RUNS=${BENCH_RUNS:-3}
@@ -389,10 +390,7 @@ EOF
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 verdict() { awk -v x="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? (x >= t) : (x <= t); print (ok ? "met" : "**not met**") }'; }
-commas() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); r = ""; while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) } print s r }'; }
 
-CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
 REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ] && REV="$REV + uncommitted changes in src/ or include/"
@@ -586,13 +584,6 @@ P99=$(get tally read-half 5)
 	echo "<!-- compare:end -->"
 } >"$TMP/section.md"
 
-# Replace our section in the document, or append it.
-touch "$OUT"
-awk -v sec="$TMP/section.md" '
-/^<!-- compare:begin/ { skip = 1; while ((getline l < sec) > 0) print l; done = 1; next }
-/^<!-- compare:end/ { skip = 0; next }
-!skip { print }
-END { if (!done) { print ""; while ((getline l < sec) > 0) print l } }' "$OUT" >"$TMP/doc.md"
-cp "$TMP/doc.md" "$OUT"
+doc_section compare "$TMP/section.md" "$OUT"
 log "written to $OUT, charts docs/bench-throughput.png, docs/bench-read-latency.png"
 sed -n '/^### Throughput/,/^Spread/p; /^### Against/,/^### Raw/p' "$TMP/section.md"
