@@ -82,27 +82,39 @@ _cl_start_node() { # PORT BUSPORT AOF
 # cluster_start [appendonly]: 6 nodes on free loopback ports, made a cluster
 # of 3 masters with one replica each, and waited for (bounded).
 cluster_start() {
-	local aof=${1:-no} i p ok addrs=()
+	local aof=${1:-no} i n p bus ok try info addrs=()
 	CL_PORTS=()
-	for ((i = 0; i < 6; i++)); do
-		p=$(pick_port)
-		CL_PORTS+=("$p")
-		_cl_start_node "$p" "$(pick_port)" "$aof"
-		addrs+=("127.0.0.1:$p")
-	done
-	for p in "${CL_PORTS[@]}"; do
+	for ((n = 0; n < 6; n++)); do
+		# A port found free can be taken before the node binds it (by
+		# another test running alongside): such a node exits, and is
+		# started again on other ports.
 		ok=0
-		for ((i = 0; i < 100; i++)); do
-			if [ "$(ccli "$p" ping)" = PONG ]; then
-				ok=1
-				break
-			fi
-			sleep 0.1
+		for ((try = 0; try < 5 && ok == 0; try++)); do
+			# Not $(pick_port): its record of picked ports must
+			# outlive the call, or a node's bus port could be
+			# picked again as the next node's port.
+			pick_port >"$TMP/cl_port" || break
+			p=$(<"$TMP/cl_port")
+			pick_port >"$TMP/cl_port" || break
+			bus=$(<"$TMP/cl_port")
+			_cl_start_node "$p" "$bus" "$aof"
+			for ((i = 0; i < 100; i++)); do
+				# Ours, not another test's server on that port.
+				info=$(ccli "$p" info server | tr -d '\r')
+				if [[ "$info" == *"process_id:${CL_PID[$p]}"$'\n'* ]]; then
+					ok=1
+					break
+				fi
+				kill -0 "${CL_PID[$p]}" 2>/dev/null || break
+				sleep 0.1
+			done
 		done
 		if [ $ok -eq 0 ]; then
 			fail "redis-server on port $p answers"
 			finish
 		fi
+		CL_PORTS+=("$p")
+		addrs+=("127.0.0.1:$p")
 	done
 	if ! timeout 60 redis-cli --cluster create "${addrs[@]}" \
 		--cluster-replicas 1 --cluster-yes >"$TMP/cluster-create.log" 2>&1; then
