@@ -71,27 +71,30 @@ typedef struct workload {
 	int kind;
 	int durability;
 	int threads;
+	uint32_t contents;   /* likes: articles 1..this; 0: LIKE_CONTENTS */
 	const char *about;
 } workload;
 
 static const workload workloads[] = {
-	{ "incr-hot-sync-1t", K_HOT, TALLY_DURABILITY_SYNC, 1,
+	{ "incr-hot-sync-1t", K_HOT, TALLY_DURABILITY_SYNC, 1, 0,
 	  "one key, INCRBY via tally_write_async, window per thread" },
-	{ "incr-hot-sync-2t", K_HOT, TALLY_DURABILITY_SYNC, 2,
+	{ "incr-hot-sync-2t", K_HOT, TALLY_DURABILITY_SYNC, 2, 0,
 	  "as above, two threads" },
 	{ "incr-hot-async-1t/counter_add", K_STRIPED, TALLY_DURABILITY_ASYNC, 1,
-	  "one key, blocking tally_counter_add (striped cells)" },
+	  0, "one key, blocking tally_counter_add (striped cells)" },
 	{ "incr-hot-async-1t/incrby", K_INCRBY, TALLY_DURABILITY_ASYNC, 1,
-	  "one key, blocking tally_incrby" },
+	  0, "one key, blocking tally_incrby" },
 	{ "incr-hot-async-2t/counter_add", K_STRIPED, TALLY_DURABILITY_ASYNC, 2,
-	  "as above, two threads" },
+	  0, "as above, two threads" },
 	{ "incr-hot-async-2t/incrby", K_INCRBY, TALLY_DURABILITY_ASYNC, 2,
-	  "as above, two threads" },
-	{ "incr-random-sync", K_RANDOM, TALLY_DURABILITY_SYNC, 1,
+	  0, "as above, two threads" },
+	{ "incr-random-sync", K_RANDOM, TALLY_DURABILITY_SYNC, 1, 0,
 	  "INCRBY of random keys out of 1M, pipelined" },
-	{ "likes-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1,
+	{ "likes-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1, 0,
 	  "ADD like on article 1..100000 by member 1..10M, pipelined" },
-	{ "bytes-per-like", K_BYTES, TALLY_DURABILITY_SYNC, 1,
+	{ "likes-hot-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1, 1,
+	  "ADD like on one article by member 1..10M, pipelined" },
+	{ "bytes-per-like", K_BYTES, TALLY_DURABILITY_SYNC, 1, 0,
 	  "--likes likes pipelined, close, bytes on disk per like" },
 };
 #define WORKLOADS_N (sizeof workloads / sizeof workloads[0])
@@ -112,6 +115,7 @@ typedef struct bench_run {
 	tally *t;
 	int kind;
 	int threads;
+	uint32_t contents;     /* likes: articles 1..this */
 	uint64_t window;
 	uint64_t limit;        /* writes per thread, 0 for none */
 	uint64_t deadline_ns;  /* 0 for none */
@@ -509,7 +513,7 @@ static int go_on(worker *w, uint64_t i)
 
 static int like_next(worker *w, tally_write *wr)
 {
-	uint64_t content = 1 + rng_next(&w->rng) % LIKE_CONTENTS;
+	uint64_t content = 1 + rng_next(&w->rng) % w->r->contents;
 	uint64_t member = 1 + rng_next(&w->rng) % LIKE_MEMBERS;
 
 	if (w->pairs_len == w->pairs_cap) {
@@ -939,6 +943,7 @@ static int timed_run(const config *c, const workload *wl, const char *path)
 {
 	tally_options o = { .durability = wl->durability };
 	bench_run r = { .kind = wl->kind, .threads = wl->threads,
+	                .contents = wl->contents ? wl->contents : LIKE_CONTENTS,
 	                .window = c->window };
 	result res = { 0 };
 	truth tr = { 0 };
@@ -1071,6 +1076,7 @@ static int bytes_run(const config *c, const workload *wl, const char *path)
 {
 	tally_options o = { .durability = wl->durability };
 	bench_run r = { .kind = wl->kind, .threads = wl->threads,
+	                .contents = wl->contents ? wl->contents : LIKE_CONTENTS,
 	                .window = c->window, .limit = c->likes };
 	usage u[3] = { { 0 }, { 0 }, { 0 } };
 	tally_disk_part cfs[CF_MAX];
