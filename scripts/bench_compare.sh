@@ -187,6 +187,14 @@ resp_round() { # round system port
 		rb_timed "$s/like-p16" "$port" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__; res=$RES
 	fi
 	record "$r" "$s" like-p16 "$res"
+	# One hot article liked by members out of 10M: every like lands on
+	# the same object (its count, its set, its list).
+	if [ "$s" = tally ]; then
+		rb_timed "$s/like-hot-p16" "$port" $CLIENTS 16 10000000 TALLY.ADD article like 7 1__rand_int__; res=$RES
+	else
+		rb_timed "$s/like-hot-p16" "$port" $CLIENTS 16 10000000 EVALSHA "$like" 0 7 1__rand_int__; res=$RES
+	fi
+	record "$r" "$s" like-hot-p16 "$res"
 	if [ "$s" = tally ]; then
 		rb_timed "$s/read-max" "$port" $CLIENTS 1 100000 "${MCOUNT_ARGS[@]}"; res=$RES
 		record "$r" "$s" read-max "$res"; max=${res%% *}
@@ -214,6 +222,7 @@ pg_round() { # round
 	local r=$1 res max
 	pg_fresh_db
 	res=$(pgb like -c 16 -T "$SECS" -f "$ROOT/bench/pg_like.sql"); record "$r" postgresql like-c16 "$res"
+	res=$(pgb likehot -c 16 -T "$SECS" -f "$ROOT/bench/pg_like_hot.sql"); record "$r" postgresql like-hot-c16 "$res"
 	res=$(pgb rmax -c 16 -T "$SECS" -f "$ROOT/bench/pg_read.sql"); record "$r" postgresql read-max "$res"
 	max=${res%% *}
 	res=$(pgb rhalf -c 16 -T "$SECS" -R "$(awk -v m="$max" 'BEGIN { print int(m / 2) }')" -f "$ROOT/bench/pg_read.sql")
@@ -346,8 +355,8 @@ sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZ
 # Chart: median throughput per workload (log scale), one bar per system.
 mkdir -p "$ROOT/docs"
 {
-	for w in incr-p1 incr-p16 hot-p16 like-p16 read-max; do
-		pw=$w; [ "$w" = like-p16 ] && pw=like-c16
+	for w in incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max; do
+		pw=$w; [ "$w" = like-p16 ] && pw=like-c16; [ "$w" = like-hot-p16 ] && pw=like-hot-c16
 		echo "$w $(get tally "$w") $(get redis-nopersist "$w") $(get redis-always "$w") $(get redis-everysec "$w") $(get postgresql "$pw")"
 	done
 } | sed 's/ 0$/ NaN/; s/ 0 / NaN /g' >"$TMP/thr.dat"
@@ -418,8 +427,8 @@ P99=$(get tally read-half 5)
 	echo ""
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); this part took $ELAPSED s."
 	echo "- Machine: $(nproc) CPUs ($CPU), $MEM RAM, $(uname -sr). Client and server share"
-	echo "  the 2 cores. Load average before: $LOAD0, after: $LOAD1 (other engineers'"
-	echo "  builds and tests ran at the same time: treat differences under ~20% as noise)."
+	echo "  the 2 cores. Load average before: $LOAD0, after: $LOAD1 (other"
+	echo "  builds and tests may run at the same time: treat differences under ~20% as noise)."
 	echo "- tallyd: Release build, tree $REV, \`tallyd --data DIR --resp-port P --http-port 0\`"
 	echo "  (durability sync: acknowledged after fsync, group commit)."
 	echo "- Redis $REDISV, \`redis-server --port P --bind 127.0.0.1 --save ''\` plus:"
@@ -442,6 +451,7 @@ P99=$(get tally read-half 5)
 	echo "| incr-p16 | \`-P 16 -r 1000000 INCR key:__rand_int__\` | same | - |"
 	echo "| hot-p16 | \`-P 16 INCR hot\` | same | - |"
 	echo "| like-p16 | \`-P 16 -r 100000 TALLY.ADD article like __rand_int__ 1__rand_int__\` | \`-P 16 -r 100000 EVALSHA <bench/redis_like.lua> 0 __rand_int__ 1__rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like.sql\` (like-c16) |"
+	echo "| like-hot-p16 | \`-P 16 -r 10000000 TALLY.ADD article like 7 1__rand_int__\` | \`-P 16 -r 10000000 EVALSHA <bench/redis_like.lua> 0 7 1__rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like_hot.sql\` (like-hot-c16) |"
 	echo "| read-max | \`-P 1 -r 100000 TALLY.MCOUNT article like\` + 50 x \`__rand_int__\` | \`MGET\` + 50 x \`like:__rand_int__\` | \`pgbench -c 16 -T $SECS -f bench/pg_read.sql\` |"
 	echo "| read-half | as read-max, fewer clients (see below) | same | \`pgbench -c 16 -R max/2\` |"
 	echo ""
@@ -455,6 +465,9 @@ P99=$(get tally read-half 5)
 	echo "(read-half follows read-max). tally also keeps each like's history, the"
 	echo "member's index and the event log; the Lua script keeps a set, a count and the"
 	echo "last 20; PostgreSQL keeps likes(content, member, ts) and counts(content, n)."
+	echo "like-hot-p16 sends every like to one article (content 7) from members"
+	echo "10^12 + 0..9999999 (1..10000000 in the Lua script and in pgbench): the hot"
+	echo "object case, where one object's count, member set and list take every write."
 	echo ""
 	echo "### Throughput (median ops/s of $RUNS rounds)"
 	echo ""
@@ -462,8 +475,8 @@ P99=$(get tally read-half 5)
 	echo ""
 	echo "| workload | tally | Redis no persistence | Redis AOF always | Redis AOF everysec | PostgreSQL | tally / Redis-nopersist | tally / Redis-always | tally / Redis-everysec | tally / PostgreSQL |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	for w in incr-p1 incr-p16 hot-p16 like-p16 read-max; do
-		pw=-; [ "$w" = like-p16 ] && pw=like-c16; [ "$w" = read-max ] && pw=read-max
+	for w in incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max; do
+		pw=-; [ "$w" = like-p16 ] && pw=like-c16; [ "$w" = like-hot-p16 ] && pw=like-hot-c16; [ "$w" = read-max ] && pw=read-max
 		t=$(get $T $w); p=0; [ "$pw" != - ] && p=$(get postgresql $pw)
 		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$w" "$(commas "$t")" \
 			"$(commas "$(get $RN $w)")" "$(commas "$(get $RA $w)")" "$(commas "$(get $RE $w)")" \
@@ -564,8 +577,8 @@ P99=$(get tally read-half 5)
 	echo "- The like and read distributions are the approximation described above; Redis"
 	echo "  key names keep the 12-digit zero padding of \`__rand_int__\`."
 	echo "- PostgreSQL has no INCR workloads and no named-counter size; its read and like"
-	echo "  figures use pgbench -c 16 (as the issue says), the others redis-benchmark -c 50."
-	echo "- Client and servers share 2 cores with other engineers' builds: redis-benchmark"
+	echo "  figures use pgbench -c 16 (the issue's client count), the others redis-benchmark -c 50."
+	echo "- Client and servers share 2 cores with any other work: redis-benchmark"
 	echo "  itself takes a large part of one core, which caps every RESP figure."
 	echo ""
 	echo "### Raw rounds"
