@@ -180,20 +180,17 @@ resp_round() { # round system port
 	rb_timed "$s/incr-p1" "$port" $CLIENTS 1 1000000 INCR key:__rand_int__; res=$RES; record "$r" "$s" incr-p1 "$res"
 	rb_timed "$s/incr-p16" "$port" $CLIENTS 16 1000000 INCR key:__rand_int__; res=$RES; record "$r" "$s" incr-p16 "$res"
 	rb_timed "$s/hot-p16" "$port" $CLIENTS 16 1000000 INCR hot; res=$RES; record "$r" "$s" hot-p16 "$res"
+	# The same like on both: tally's command, or the Lua script's call.
 	if [ "$s" = tally ]; then
-		rb_timed "$s/like-p16" "$port" $CLIENTS 16 100000 TALLY.ADD article like __rand_int__ 1__rand_int__; res=$RES
+		like=(TALLY.ADD article like)
 	else
-		like=$(redis-cli -p "$port" script load "$LUA")
-		rb_timed "$s/like-p16" "$port" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__; res=$RES
+		like=(EVALSHA "$(redis-cli -p "$port" script load "$LUA")" 0)
 	fi
+	rb_timed "$s/like-p16" "$port" $CLIENTS 16 100000 "${like[@]}" __rand_int__ 1__rand_int__; res=$RES
 	record "$r" "$s" like-p16 "$res"
 	# One hot article liked by members out of 10M: every like lands on
 	# the same object (its count, its set, its list).
-	if [ "$s" = tally ]; then
-		rb_timed "$s/like-hot-p16" "$port" $CLIENTS 16 10000000 TALLY.ADD article like 7 1__rand_int__; res=$RES
-	else
-		rb_timed "$s/like-hot-p16" "$port" $CLIENTS 16 10000000 EVALSHA "$like" 0 7 1__rand_int__; res=$RES
-	fi
+	rb_timed "$s/like-hot-p16" "$port" $CLIENTS 16 10000000 "${like[@]}" 7 1__rand_int__; res=$RES
 	record "$r" "$s" like-hot-p16 "$res"
 	if [ "$s" = tally ]; then
 		rb_timed "$s/read-max" "$port" $CLIENTS 1 100000 "${MCOUNT_ARGS[@]}"; res=$RES
