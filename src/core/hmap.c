@@ -169,6 +169,40 @@ void *hmap_get(const hmap *m, const void *key, size_t len)
 	return i < m->cap ? entry_value(m->slots[i].e) : NULL;
 }
 
+/* Probes this far from the home slot are looked at by a deep prefetch; a
+ * key further away is rare at the load limit and merely not prefetched. */
+#define PREFETCH_PROBES 4
+
+void hmap_prefetch(const hmap *m, const void *key, size_t len, int deep)
+{
+	assert(m != NULL);
+	assert(key != NULL || len == 0);
+	if (len > HMAP_KEY_MAX)
+		return;
+	uint64_t hash = hash_bytes(key, len);
+	size_t mask = m->cap - 1;
+	size_t i = (size_t)hash & mask;
+
+	if (!deep) {
+		__builtin_prefetch(&m->slots[i]);
+		return;
+	}
+	for (size_t n = 0; n < PREFETCH_PROBES; n++, i = (i + 1) & mask) {
+		const hmap_slot *s = &m->slots[i];
+
+		if (s->e != NULL && s->hash == hash) {
+			/* An entry may straddle two cache lines: the value
+			 * sits in the first, the key ends in the last. */
+			__builtin_prefetch(s->e);
+			__builtin_prefetch((const char *)entry_key(m, s->e) +
+			                   (len > 0 ? len - 1 : 0));
+			return;
+		}
+		if (slot_is_empty(s))
+			return;
+	}
+}
+
 /* Move every live entry into a fresh table of new_cap slots, which drops
  * the tombstones. Entries are not copied, only their slots. */
 static int rehash(hmap *m, size_t new_cap)

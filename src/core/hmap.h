@@ -32,6 +32,13 @@ int hmap_del(hmap *m, const void *key, size_t len);
 void hmap_clear(hmap *m);
 size_t hmap_count(const hmap *m);
 
+/* Hint that key is about to be looked up: with deep == 0, start loading
+ * the slot where its probe begins; with deep != 0 (a second pass, once the
+ * slots are in), start loading the entry of the slot holding key. Changes
+ * nothing and never faults, so a batch can overlap the cache misses of all
+ * its lookups instead of taking them one after another. */
+void hmap_prefetch(const hmap *m, const void *key, size_t len, int deep);
+
 /* Iterate: start with *pos = 0; each call returns 1 and sets key, len and
  * value of the next entry, or 0 at the end. The map must not change during
  * the walk, except that hmap_del of the entry just returned is allowed. */

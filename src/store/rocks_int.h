@@ -154,6 +154,10 @@ void rocks_journal_commit(rocks *r);
  * The committer calls it bare; other threads between rdlock and unlock. */
 int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
                      rocks_val *out);
+/* Prefetch hint for a coming rocks_dirty_find of key (hmap_prefetch's
+ * deep); committer only. */
+void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
+                          int deep);
 void rocks_dirty_rdlock(rocks *r);
 void rocks_dirty_unlock(rocks *r);
 

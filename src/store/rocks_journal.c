@@ -111,6 +111,16 @@ int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
 	return 1;
 }
 
+void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
+                          int deep)
+{
+	int t = tab_of(cf);
+
+	hmap_prefetch(r->dirty[t], key, len, deep);
+	if (r->frozen[t] != NULL)
+		hmap_prefetch(r->frozen[t], key, len, deep);
+}
+
 void rocks_dirty_rdlock(rocks *r)
 {
 	pthread_rwlock_rdlock(&r->dirty_lock);

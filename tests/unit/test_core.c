@@ -780,6 +780,43 @@ static void test_hmap_clear(void **state)
 	hmap_free(m);
 }
 
+/* A prefetch is a hint: whatever the key (present, deleted, absent, empty,
+ * too long) and whichever pass, the map reads the same afterwards. */
+static void test_hmap_prefetch_changes_nothing(void **state)
+{
+	(void)state;
+	hmap *m = hmap_create(sizeof(uint64_t));
+	assert_non_null(m);
+	uint8_t big[HMAP_KEY_MAX + 1];
+	memset(big, 'b', sizeof big);
+	for (int deep = 0; deep < 2; deep++) { /* on the empty table too */
+		hmap_prefetch(m, "k", 1, deep);
+		hmap_prefetch(m, NULL, 0, deep);
+	}
+	for (uint64_t i = 0; i < 5000; i++)
+		*(uint64_t *)hmap_put(m, &i, sizeof(i), NULL) = i + 1;
+	for (uint64_t i = 0; i < 5000; i += 3)
+		assert_int_equal(hmap_del(m, &i, sizeof(i)), 1);
+	size_t count = hmap_count(m);
+	for (int deep = 0; deep < 2; deep++) {
+		for (uint64_t i = 0; i < 10000; i++)
+			hmap_prefetch(m, &i, sizeof(i), deep);
+		hmap_prefetch(m, NULL, 0, deep);
+		hmap_prefetch(m, big, sizeof big, deep);
+	}
+	assert_int_equal(hmap_count(m), count);
+	for (uint64_t i = 0; i < 10000; i++) {
+		uint64_t *v = hmap_get(m, &i, sizeof(i));
+		if (i >= 5000 || i % 3 == 0) {
+			assert_null(v);
+		} else {
+			assert_non_null(v);
+			assert_int_equal(*v, i + 1);
+		}
+	}
+	hmap_free(m);
+}
+
 static void test_hmap_grows_to_a_million(void **state)
 {
 	(void)state;
@@ -1051,6 +1088,7 @@ int main(void)
 		cmocka_unit_test(test_hmap_put_get_del),
 		cmocka_unit_test(test_hmap_value_sizes_and_alignment),
 		cmocka_unit_test(test_hmap_clear),
+		cmocka_unit_test(test_hmap_prefetch_changes_nothing),
 		cmocka_unit_test(test_hmap_grows_to_a_million),
 		cmocka_unit_test(test_hmap_iteration_visits_each_once),
 		cmocka_unit_test(test_hmap_delete_during_iteration),
