@@ -1,5 +1,5 @@
 /* rocks.c: the embedded RocksDB store: opening the column families with
- * their options (merge operator, bloom filters, compression), loading the
+ * their options (merge operator, filters, compression), loading the
  * schema and tokens, backups and closing. The write path is rocks_apply.c,
  * the queries rocks_read.c. */
 #include <assert.h>
@@ -192,10 +192,10 @@ static rocksdb_options_t *cf_options(rocks *r, int cf)
 	rocksdb_options_set_bottommost_compression_options_zstd_max_train_bytes(
 		o, ZSTD_DICT_BYTES * 100, 1);
 	rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
-	/* Point lookups (counters, totals, membership) check a bloom filter
-	 * first; scans (log, history) do not need one. */
+	/* Point lookups (counters, totals, membership) check a filter first;
+	 * scans (log, history) do not need one. */
 	if (cf == CF_NAMED || cf == CF_TOTALS || cf == CF_MEMBERS) {
-		rocksdb_options_set_block_based_table_factory(o, r->bbto_bloom);
+		rocksdb_options_set_block_based_table_factory(o, r->bbto_point);
 		/* The committer looks up every new counter, total and member
 		 * before writing it, and most new ones are absent: a bloom
 		 * filter over the memtable answers those without a skiplist
@@ -231,21 +231,21 @@ static int options_create(rocks *r, const store_options *so)
 {
 	r->block_cache = rocksdb_cache_create_lru((size_t)so->block_cache_mb << 20);
 	r->bbto = rocksdb_block_based_options_create();
-	r->bbto_bloom = rocksdb_block_based_options_create();
+	r->bbto_point = rocksdb_block_based_options_create();
 	r->db_opts = rocksdb_options_create();
-	if (!r->block_cache || !r->bbto || !r->bbto_bloom || !r->db_opts)
+	if (!r->block_cache || !r->bbto || !r->bbto_point || !r->db_opts)
 		return TALLY_ENOMEM;
 	rocksdb_block_based_options_set_block_cache(r->bbto, r->block_cache);
 	rocksdb_block_based_options_set_block_size(r->bbto, BLOCK_SCAN_BYTES);
-	rocksdb_block_based_options_set_block_cache(r->bbto_bloom,
+	rocksdb_block_based_options_set_block_cache(r->bbto_point,
 	                                           r->block_cache);
-	rocksdb_block_based_options_set_block_size(r->bbto_bloom,
+	rocksdb_block_based_options_set_block_size(r->bbto_point,
 	                                           BLOCK_POINT_BYTES);
 	/* Ribbon: the false-positive rate of a 10-bit bloom filter in about
 	 * 30% less space (members: 9.0 -> 8.2 bytes per like with the block
 	 * size above). Files written with bloom filters read as before. */
 	rocksdb_block_based_options_set_filter_policy(
-		r->bbto_bloom, rocksdb_filterpolicy_create_ribbon(10));
+		r->bbto_point, rocksdb_filterpolicy_create_ribbon(10));
 	rocksdb_options_set_create_if_missing(r->db_opts,
 	                                     (unsigned char)so->create);
 	rocksdb_options_set_create_missing_column_families(r->db_opts, 1);
@@ -379,8 +379,8 @@ static void rocks_close(store *s)
 		rocksdb_options_destroy(r->db_opts);
 	if (r->bbto)
 		rocksdb_block_based_options_destroy(r->bbto);
-	if (r->bbto_bloom)
-		rocksdb_block_based_options_destroy(r->bbto_bloom);
+	if (r->bbto_point)
+		rocksdb_block_based_options_destroy(r->bbto_point);
 	if (r->block_cache)
 		rocksdb_cache_destroy(r->block_cache);
 	if (r->wo_sync)

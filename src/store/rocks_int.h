@@ -60,7 +60,7 @@ typedef struct rocks {
 	rocksdb_options_t *cf_opts[CF_COUNT];
 	rocksdb_column_family_handle_t *cf[CF_COUNT];
 	rocksdb_block_based_table_options_t *bbto;
-	rocksdb_block_based_table_options_t *bbto_bloom;
+	rocksdb_block_based_table_options_t *bbto_point;
 	rocksdb_cache_t *block_cache;
 	rocksdb_writeoptions_t *wo_sync;
 	rocksdb_writeoptions_t *wo_nosync;
