@@ -71,7 +71,7 @@ typedef struct workload {
 	int kind;
 	int durability;
 	int threads;
-	uint32_t contents;   /* likes: articles 1..this; 0: LIKE_CONTENTS */
+	uint32_t contents;   /* likes: articles 1..this (0: not a like workload) */
 	const char *about;
 } workload;
 
@@ -90,11 +90,11 @@ static const workload workloads[] = {
 	  0, "as above, two threads" },
 	{ "incr-random-sync", K_RANDOM, TALLY_DURABILITY_SYNC, 1, 0,
 	  "INCRBY of random keys out of 1M, pipelined" },
-	{ "likes-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1, 0,
+	{ "likes-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1, LIKE_CONTENTS,
 	  "ADD like on article 1..100000 by member 1..10M, pipelined" },
 	{ "likes-hot-sync", K_LIKE, TALLY_DURABILITY_SYNC, 1, 1,
 	  "ADD like on one article by member 1..10M, pipelined" },
-	{ "bytes-per-like", K_BYTES, TALLY_DURABILITY_SYNC, 1, 0,
+	{ "bytes-per-like", K_BYTES, TALLY_DURABILITY_SYNC, 1, LIKE_CONTENTS,
 	  "--likes likes pipelined, close, bytes on disk per like" },
 };
 #define WORKLOADS_N (sizeof workloads / sizeof workloads[0])
@@ -943,7 +943,7 @@ static int timed_run(const config *c, const workload *wl, const char *path)
 {
 	tally_options o = { .durability = wl->durability };
 	bench_run r = { .kind = wl->kind, .threads = wl->threads,
-	                .contents = wl->contents ? wl->contents : LIKE_CONTENTS,
+	                .contents = wl->contents,
 	                .window = c->window };
 	result res = { 0 };
 	truth tr = { 0 };
@@ -1076,7 +1076,7 @@ static int bytes_run(const config *c, const workload *wl, const char *path)
 {
 	tally_options o = { .durability = wl->durability };
 	bench_run r = { .kind = wl->kind, .threads = wl->threads,
-	                .contents = wl->contents ? wl->contents : LIKE_CONTENTS,
+	                .contents = wl->contents,
 	                .window = c->window, .limit = c->likes };
 	usage u[3] = { { 0 }, { 0 }, { 0 } };
 	tally_disk_part cfs[CF_MAX];

@@ -346,15 +346,18 @@ function flush() {
 END { flush() }' >"$TMP/med.tsv"
 
 cp "$RAW" "$TMP/raw_copy.tsv"
+# The RESP workloads in the order of the tables and the chart, and the
+# PostgreSQL workload each compares with (- for none).
+RESP_WORKLOADS="incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max"
+pg_of() { case $1 in like-p16) echo like-c16 ;; like-hot-p16) echo like-hot-c16 ;; read-max) echo read-max ;; *) echo - ;; esac; }
 get() { awk -F'\t' -v s="$1" -v w="$2" -v c="${3:-3}" '$1 == s && $2 == w { print $c; f = 1 } END { if (!f) print 0 }' "$TMP/med.tsv"; }
 sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZES"; }
 
 # Chart: median throughput per workload (log scale), one bar per system.
 mkdir -p "$ROOT/docs"
 {
-	for w in incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max; do
-		pw=$w; [ "$w" = like-p16 ] && pw=like-c16; [ "$w" = like-hot-p16 ] && pw=like-hot-c16
-		echo "$w $(get tally "$w") $(get redis-nopersist "$w") $(get redis-always "$w") $(get redis-everysec "$w") $(get postgresql "$pw")"
+	for w in $RESP_WORKLOADS; do
+		echo "$w $(get tally "$w") $(get redis-nopersist "$w") $(get redis-always "$w") $(get redis-everysec "$w") $(get postgresql "$(pg_of "$w")")"
 	done
 } | sed 's/ 0$/ NaN/; s/ 0 / NaN /g' >"$TMP/thr.dat"
 gnuplot <<EOF
@@ -472,8 +475,8 @@ P99=$(get tally read-half 5)
 	echo ""
 	echo "| workload | tally | Redis no persistence | Redis AOF always | Redis AOF everysec | PostgreSQL | tally / Redis-nopersist | tally / Redis-always | tally / Redis-everysec | tally / PostgreSQL |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	for w in incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max; do
-		pw=-; [ "$w" = like-p16 ] && pw=like-c16; [ "$w" = like-hot-p16 ] && pw=like-hot-c16; [ "$w" = read-max ] && pw=read-max
+	for w in $RESP_WORKLOADS; do
+		pw=$(pg_of "$w")
 		t=$(get $T $w); p=0; [ "$pw" != - ] && p=$(get postgresql $pw)
 		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$w" "$(commas "$t")" \
 			"$(commas "$(get $RN $w)")" "$(commas "$(get $RA $w)")" "$(commas "$(get $RE $w)")" \
