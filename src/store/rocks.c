@@ -311,8 +311,12 @@ static int format_check(rocks *r)
 
 	if (rc != TALLY_OK)
 		return rc == TALLY_ECORRUPT ? TALLY_EVERSION : rc;
-	if (len == 1)
-		return val[0] == ROCKS_FORMAT ? TALLY_OK : TALLY_EVERSION;
+	if (len == 1 && val[0] == ROCKS_FORMAT)
+		return TALLY_OK;
+	/* Format 1 reads as format 2; once marked 2, older builds refuse
+	 * the folder rather than miss the journal files. */
+	if (len == 1 && val[0] != 1)
+		return TALLY_EVERSION;
 	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
 	               (const char *)&fmt, 1, &err);
 	return err ? rocks_err(err) : TALLY_OK;
@@ -337,6 +341,13 @@ static int seq_load(rocks *r)
 		return TALLY_ECORRUPT;
 	r->counters = len ? be64_get(val) : 0;
 	atomic_store(&r->st_counters, r->counters);
+	/* Where the journal's replay starts (rocks_journal_load()). */
+	rc = meta_get(r, META_JCKPT, val, sizeof val, &len);
+	if (rc != TALLY_OK)
+		return rc;
+	if (len != 0 && len != sizeof val)
+		return TALLY_ECORRUPT;
+	r->ck_upto = len ? be64_get(val) : 0;
 	return TALLY_OK;
 }
 
@@ -466,13 +477,20 @@ static int rocks_backup(store *s, const char *dir)
 	rocks *r = (rocks *)s;
 	char *err = NULL;
 	rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(r->db, &err);
+	int rc;
 
 	if (err)
 		return rocks_err(err);
+	/* The journal files hold still from here on (the committer writes
+	 * its records into RocksDB meanwhile), so the copy is every record
+	 * up to the pause in the files plus every later one in RocksDB's. */
+	rocks_jfile_pause(r, 1);
 	/* log_size_for_flush 0: flush memtables so the copy is all in SSTs. */
 	rocksdb_checkpoint_create(cp, dir, 0, &err);
 	rocksdb_checkpoint_object_destroy(cp);
-	return err ? rocks_err(err) : TALLY_OK;
+	rc = err ? rocks_err(err) : rocks_jfile_copy(r, dir);
+	rocks_jfile_pause(r, 0);
+	return rc;
 }
 
 static int rocks_compact(store *s)
@@ -559,7 +577,7 @@ static const store_vt rocks_vt = {
 #define PROBE_NAME "tally-probe.tmp"
 #define PROBE_BYTES 4096
 
-static int errno_code(int e)
+int rocks_errno_code(int e)
 {
 	return e == ENOSPC || e == EDQUOT ? TALLY_ENOSPC : TALLY_EIO;
 }
@@ -576,7 +594,7 @@ int rocks_probe(const char *path)
 	/* RocksDB ignores files whose names it does not know. */
 	fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
-		return errno_code(errno);
+		return rocks_errno_code(errno);
 	/* A full page: a file system may accept a few bytes into space it
 	 * holds anyway, and a page is what a WAL write needs at least. */
 	memset(buf, 't', sizeof buf);
@@ -586,14 +604,14 @@ int rocks_probe(const char *path)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			rc = errno_code(n < 0 ? errno : ENOSPC);
+			rc = rocks_errno_code(n < 0 ? errno : ENOSPC);
 		else
 			done += (size_t)n;
 	}
 	if (rc == TALLY_OK && fsync(fd) != 0)
-		rc = errno_code(errno);
+		rc = rocks_errno_code(errno);
 	if (close(fd) != 0 && rc == TALLY_OK)
-		rc = errno_code(errno);
+		rc = rocks_errno_code(errno);
 	(void)unlink(name);
 	return rc;
 }
@@ -610,6 +628,7 @@ static int exists_db(const char *path)
 
 static int maps_create(rocks *r, const store_options *so)
 {
+	rocks_jfile_init(r);
 	r->cache_max = so->cache_entries_max;
 	r->wb = rocksdb_writebatch_create();
 	r->cache_named = hmap_create(sizeof(rocks_val));
@@ -657,7 +676,7 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	if (rc == TALLY_OK)
 		rc = seq_load(r);
 	if (rc == TALLY_OK)
-		rc = rocks_journal_load(r);
+		rc = rocks_journal_load(r, path);
 	if (rc != TALLY_OK)
 		goto fail;
 	*out = &r->base;

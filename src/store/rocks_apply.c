@@ -317,15 +317,6 @@ static int members_flush(rocks *r)
 
 static void meta_flush(rocks *r, uint64_t seq_start)
 {
-	if (r->counters_delta != 0) {
-		const uint8_t ckey = META_COUNTERS;
-		uint8_t cval[8];
-
-		be64_put(cval, r->counters + (uint64_t)r->counters_delta);
-		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META],
-		                          (const char *)&ckey, 1,
-		                          (const char *)cval, sizeof cval);
-	}
 	if (r->seq != seq_start) {
 		const uint8_t skey = META_SEQ;
 		uint8_t sval[8];
@@ -338,16 +329,23 @@ static void meta_flush(rocks *r, uint64_t seq_start)
 }
 
 /* Turn the overlays and the events into write-batch entries: counters and
- * totals into one journal record, the rest sorted. */
+ * totals into one journal record (with the number of named counters, when
+ * it changed; written by rocks_journal_write()), the rest sorted. */
 static int overlays_flush(rocks *r, uint64_t seq_start)
 {
 	int rc = journal_vals(r, CF_NAMED, r->ov_named);
 
 	if (rc == TALLY_OK)
 		rc = journal_vals(r, CF_TOTALS, r->ov_totals);
+	if (rc == TALLY_OK && r->counters_delta != 0) {
+		/* Only a created or deleted named counter changes the
+		 * number, and that counter is in the record. */
+		assert(r->jlen > 0);
+		rc = rocks_journal_counters(r, r->counters +
+		                               (uint64_t)r->counters_delta);
+	}
 	if (rc != TALLY_OK)
 		return rc;
-	rocks_journal_put(r);
 	rc = members_flush(r);
 	if (rc == 0)
 		rc = sorted_flush(&r->ents, r->wb, r->cf);
@@ -474,6 +472,11 @@ int rocks_apply(store *s, store_batch *b)
 	if (rc == TALLY_OK)
 		rc = overlays_flush(r, seq_start);
 	if (rc == TALLY_OK) {
+		rc = rocks_journal_write(r, b->sync);
+		if (rc != TALLY_OK)
+			r->failed = rc; /* as batch_write(): outcome unknown */
+	}
+	if (rc == TALLY_OK) {
 		size_t entries = (size_t)rocksdb_writebatch_count(r->wb);
 
 		if (entries > 0)
@@ -507,6 +510,14 @@ int rocks_sync(store *s)
 	if (r->failed)
 		return r->failed;
 	rocksdb_flush_wal(r->db, 1, &err);
+	if (!err) {
+		int rc = rocks_jfile_sync(r);
+
+		if (rc != TALLY_OK) {
+			r->failed = rc;
+			return rc;
+		}
+	}
 	if (err) {
 		/* Never retried: after a failed fsync the kernel may have
 		 * dropped the pages it could not write, so a second fsync

@@ -33,7 +33,41 @@ enum rocks_cf {
 #define META_COUNTERS 'n' /* -> number of named counters, be64 */
 #define META_JOURNAL 'j' /* 'j' be64 n -> the values batch n changed
                             (rocks_journal.c) */
-#define ROCKS_FORMAT 1
+#define META_JCKPT  'p'  /* -> journal records up to this number are in
+                            the column families, be64 */
+/* 2: journal records carry the number of named counters, and may be in
+ * the journal files (rocks_jfile.c). Format 1 is upgraded at open. */
+#define ROCKS_FORMAT 2
+
+/* The journal files (rocks_jfile.c): names in the data folder (RocksDB
+ * leaves files it does not know alone), record header size. */
+#define ROCKS_JF_NAME "tally-counters-%d.journal"
+#define ROCKS_JF_FILES 2
+#define ROCKS_JF_HDR 24
+/* rocks_jfile_append(): no room or paused; write the record to RocksDB. */
+#define ROCKS_JF_FULL 1
+
+/* A journal file record found at open, to replay. */
+typedef struct rocks_jrec {
+	uint64_t num;
+	uint64_t off;        /* of the payload */
+	uint32_t len;
+	int file;
+} rocks_jrec;
+
+typedef struct rocks_jfile {
+	int fd[ROCKS_JF_FILES];
+	uint64_t end[ROCKS_JF_FILES];  /* end of the last whole record */
+	uint64_t size[ROCKS_JF_FILES]; /* file size: zeros after end */
+	uint8_t unsynced[ROCKS_JF_FILES]; /* async writes not fdatasynced */
+	int active;
+	int paused;          /* a backup is copying the files */
+	uint64_t cap;        /* largest file */
+	pthread_mutex_t mu;  /* the committer's writes against a backup */
+	int mu_ok;
+	rocks_jrec *recs;    /* at open: records to replay, by number */
+	size_t nrecs, caprecs;
+} rocks_jfile;
 
 /* A counter value or object total known to the committer. */
 typedef struct rocks_val {
@@ -85,7 +119,9 @@ typedef struct rocks {
 	 * dirty_lock (write); readers look up under it (read). */
 	hmap *dirty[2], *frozen[2], *spare[2];
 	pthread_rwlock_t dirty_lock;
-	uint8_t *jbuf;       /* this batch's journal record */
+	uint8_t *jbuf;       /* this batch's journal record: ROCKS_JF_HDR
+	                        bytes of room for a file header, then jlen
+	                        bytes of payload */
 	size_t jlen, jcap;
 	uint64_t jseq;       /* number of the last record written */
 	uint64_t journal_bytes; /* written since the last freeze */
@@ -100,6 +136,8 @@ typedef struct rocks {
 	int ck_started;
 	int locks_ok;        /* how many of the three locks exist */
 	uint64_t ck_upto;    /* the frozen tables cover records up to this */
+	uint64_t ck_counters; /* named counters as of ck_upto */
+	rocks_jfile jf;
 	rocksdb_writebatch_t *ck_wb; /* checkpoint thread only */
 	sorted ck_ents;      /* checkpoint thread only */
 
@@ -120,6 +158,8 @@ typedef struct rocks {
 
 /* rocks.c */
 int rocks_err(char *err);
+/* TALLY_ENOSPC for ENOSPC and EDQUOT, else TALLY_EIO. */
+int rocks_errno_code(int e);
 /* The same for a failed write or sync: TALLY_ENOSPC or TALLY_EIO. */
 int rocks_write_err(char *err);
 uint64_t rocks_now_ns(void);
@@ -130,10 +170,39 @@ void rocks_sync_count(rocks *r, uint64_t ns);
 int rocks_apply(store *s, store_batch *b);
 int rocks_sync(store *s);
 
+/* rocks_jfile.c: the journal's own files. Committer only, but for
+ * rocks_jfile_pause() and rocks_jfile_copy() (a backup) and open and
+ * close. */
+void rocks_jfile_init(rocks *r);
+/* Open (create) the files in dir and find the records above ckpt, in
+ * r->jf.recs by number. cap bounds each file's size. */
+int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap);
+/* Read a found record's payload into *buf (grown as needed). */
+int rocks_jfile_read(rocks *r, const rocks_jrec *rec, uint8_t **buf,
+                     size_t *cap);
+/* The found records are replayed: free their list. */
+void rocks_jfile_loaded(rocks *r);
+/* Append the record in r->jbuf (header filled in here) numbered num;
+ * fdatasync it when sync. TALLY_OK, ROCKS_JF_FULL, or an error. */
+int rocks_jfile_append(rocks *r, uint64_t num, int sync);
+/* fdatasync what async appends left unsynced. */
+int rocks_jfile_sync(rocks *r);
+/* A checkpoint covering every record written so far is durable: write
+ * over the other file from now on. */
+void rocks_jfile_turn(rocks *r);
+/* While paused, appends return ROCKS_JF_FULL and the files hold still. */
+void rocks_jfile_pause(rocks *r, int paused);
+/* Copy both files' records into dir (paused only). */
+int rocks_jfile_copy(rocks *r, const char *dir);
+/* covered: every record is below a durable checkpoint; empty the files. */
+void rocks_jfile_close(rocks *r, int covered);
+
 /* rocks_journal.c */
 int rocks_journal_init(rocks *r, uint64_t journal_max);
-/* Replay the journal into the dirty tables; start the checkpoint thread. */
-int rocks_journal_load(rocks *r);
+/* Open the journal files in dir, replay the journal (RocksDB's records
+ * and the files', by number) into the dirty tables; start the checkpoint
+ * thread. */
+int rocks_journal_load(rocks *r, const char *dir);
 void rocks_journal_close(rocks *r);
 /* Whether an overlay entry changed its value in this batch. */
 static inline int rocks_val_changed(const rocks_val *v)
@@ -143,8 +212,12 @@ static inline int rocks_val_changed(const rocks_val *v)
 /* Add one changed value to this batch's record. */
 int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
                       const rocks_val *v);
-/* Put this batch's record (if any) into r->wb. */
-void rocks_journal_put(rocks *r);
+/* Add the number of named counters after this batch to its record. */
+int rocks_journal_counters(rocks *r, uint64_t counters);
+/* Write this batch's record (if any): to the active journal file when
+ * r->wb holds nothing else and the file has room, else into r->wb, for
+ * the caller's RocksDB write. TALLY_OK, or the file's write error. */
+int rocks_journal_write(rocks *r, int sync);
 void rocks_journal_discard(rocks *r);
 /* The batch is written: its changed values are copied from the overlays to the
  * dirty tables; reap a finished checkpoint; freeze when due. On an error

@@ -9,12 +9,16 @@
  * journal record is one insert per batch, and a value written many times
  * between checkpoints reaches its column family once.
  *
+ * A record goes into the journal files (rocks_jfile.c) when the batch
+ * writes nothing else, else into the batch's own RocksDB write.
+ *
  * When the dirty tables pass a bound they are frozen and the checkpoint
- * thread writes them out as puts and deletes, deleting the journal records
- * they cover in the same atomic write. At open, the records left are
- * replayed (later ones win: they hold absolute values). A crash at any
- * point leaves column family values of some checkpoint plus every record
- * after it. */
+ * thread writes them out as puts and deletes, deleting the RocksDB records
+ * they cover and noting the last number covered (META_JCKPT) in the same
+ * synced atomic write. At open, the records above that number, from
+ * RocksDB and the files, are replayed in number order (later ones win:
+ * they hold absolute values). A crash at any point leaves column family
+ * values of some checkpoint plus every record after it. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +31,11 @@
 #define JKEY_LEN 9
 
 /* Record entry tag: bit 0 the value exists (else deleted), bit 1 totals
- * (else a named counter). */
+ * (else a named counter); or JT_COUNTERS alone: the number of named
+ * counters after the batch, a varint. */
 #define JT_EXISTS 1u
 #define JT_TOTALS 2u
+#define JT_COUNTERS 4u
 
 static void jkey(uint8_t *k, uint64_t n)
 {
@@ -45,11 +51,13 @@ static int tab_of(int cf)
 
 static int jbuf_reserve(rocks *r, size_t more)
 {
-	if (r->jlen + more <= r->jcap)
+	size_t want = ROCKS_JF_HDR + r->jlen + more;
+
+	if (want <= r->jcap)
 		return 0;
 	size_t cap = r->jcap ? r->jcap : 4096;
 
-	while (cap < r->jlen + more)
+	while (cap < want)
 		cap *= 2;
 	uint8_t *p = realloc(r->jbuf, cap);
 
@@ -67,7 +75,7 @@ int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
 
 	if (jbuf_reserve(r, 1 + 2 * VARINT_MAX + len))
 		return TALLY_ENOMEM;
-	p = r->jbuf + r->jlen;
+	p = r->jbuf + ROCKS_JF_HDR + r->jlen;
 	*p++ = (uint8_t)((v->exists ? JT_EXISTS : 0) |
 	                 (tab_of(cf) ? JT_TOTALS : 0));
 	p += varint_put_u64(p, len);
@@ -75,19 +83,40 @@ int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
 	p += len;
 	if (v->exists)
 		p += varint_put_i64(p, v->v);
-	r->jlen = (size_t)(p - r->jbuf);
+	r->jlen = (size_t)(p - r->jbuf) - ROCKS_JF_HDR;
 	return TALLY_OK;
 }
 
-void rocks_journal_put(rocks *r)
+int rocks_journal_counters(rocks *r, uint64_t counters)
+{
+	uint8_t *p;
+
+	if (jbuf_reserve(r, 1 + VARINT_MAX))
+		return TALLY_ENOMEM;
+	p = r->jbuf + ROCKS_JF_HDR + r->jlen;
+	*p++ = JT_COUNTERS;
+	p += varint_put_u64(p, counters);
+	r->jlen = (size_t)(p - r->jbuf) - ROCKS_JF_HDR;
+	return TALLY_OK;
+}
+
+int rocks_journal_write(rocks *r, int sync)
 {
 	uint8_t k[JKEY_LEN];
 
 	if (r->jlen == 0)
-		return;
+		return TALLY_OK;
+	if (rocksdb_writebatch_count(r->wb) == 0) {
+		int rc = rocks_jfile_append(r, r->jseq + 1, sync);
+
+		if (rc != ROCKS_JF_FULL)
+			return rc;
+	}
 	jkey(k, r->jseq + 1);
 	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (const char *)k,
-	                          sizeof k, (const char *)r->jbuf, r->jlen);
+	                          sizeof k,
+	                          (const char *)r->jbuf + ROCKS_JF_HDR, r->jlen);
+	return TALLY_OK;
 }
 
 void rocks_journal_discard(rocks *r)
@@ -157,6 +186,7 @@ static void freeze(rocks *r)
 	}
 	pthread_rwlock_unlock(&r->dirty_lock);
 	r->ck_upto = r->jseq;
+	r->ck_counters = r->counters;
 	r->ck_state = CK_RUNNING;
 	r->journal_bytes = 0;
 	pthread_cond_signal(&r->ck_cv);
@@ -187,6 +217,9 @@ static int reap(rocks *r)
 	}
 	pthread_rwlock_unlock(&r->dirty_lock);
 	atomic_fetch_add(&r->st_checkpoints, 1);
+	/* Every record in the other file is older than the freeze, so
+	 * covered by this checkpoint, which is synced. */
+	rocks_jfile_turn(r);
 	return TALLY_OK;
 }
 
@@ -237,11 +270,14 @@ void rocks_journal_commit(rocks *r)
 		freeze(r);
 }
 
-/* Write the frozen tables to their column families and delete the journal
- * records up to upto, in one atomic write. */
-static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto)
+/* Write the frozen tables to their column families, delete the journal
+ * records up to upto and note upto and the number of named counters as of
+ * it, in one synced atomic write. */
+static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto,
+                      uint64_t counters)
 {
-	uint8_t lo[JKEY_LEN], hi[JKEY_LEN];
+	uint8_t lo[JKEY_LEN], hi[JKEY_LEN], up[8], cn[8];
+	const uint8_t ukey = META_JCKPT, ckey = META_COUNTERS;
 	size_t pos, len;
 	const void *key;
 	void *val;
@@ -276,10 +312,16 @@ static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto)
 	rocksdb_writebatch_delete_range_cf(r->ck_wb, r->cf[CF_META],
 	                                   (const char *)lo, sizeof lo,
 	                                   (const char *)hi, sizeof hi);
-	/* Not synced: until the next synced write (or the close), a crash
-	 * loses the checkpoint, and the journal it would have deleted is
-	 * replayed instead. */
-	rocksdb_write(r->db, r->wo_nosync, r->ck_wb, &err);
+	be64_put(up, upto);
+	rocksdb_writebatch_put_cf(r->ck_wb, r->cf[CF_META], (const char *)&ukey,
+	                          1, (const char *)up, sizeof up);
+	be64_put(cn, counters);
+	rocksdb_writebatch_put_cf(r->ck_wb, r->cf[CF_META], (const char *)&ckey,
+	                          1, (const char *)cn, sizeof cn);
+	/* Synced: the journal file records it covers are written over once
+	 * the committer sees it done (rocks_jfile_turn()). One fsync per
+	 * checkpoint, on this thread. */
+	rocksdb_write(r->db, r->wo_sync, r->ck_wb, &err);
 	rocksdb_writebatch_clear(r->ck_wb);
 	if (err)
 		return rocks_write_err(err);
@@ -297,10 +339,10 @@ static void *ckpt_main(void *arg)
 		if (r->ck_state != CK_RUNNING)
 			break;
 		hmap *tab[2] = { r->frozen[0], r->frozen[1] };
-		uint64_t upto = r->ck_upto;
+		uint64_t upto = r->ck_upto, counters = r->ck_counters;
 
 		pthread_mutex_unlock(&r->ck_mu);
-		int rc = ckpt_write(r, tab, upto);
+		int rc = ckpt_write(r, tab, upto, counters);
 		pthread_mutex_lock(&r->ck_mu);
 		r->ck_err = rc;
 		r->ck_state = CK_DONE;
@@ -358,9 +400,16 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 		size_t used;
 		rocks_val v = { 0, 0, 0, 0 };
 
+		p++, n--;
+		if (tag == JT_COUNTERS) {
+			if (varint_get_u64(p, n, &r->counters, &used))
+				return TALLY_ECORRUPT;
+			p += used;
+			n -= used;
+			continue;
+		}
 		if (tag & ~(JT_EXISTS | JT_TOTALS))
 			return TALLY_ECORRUPT;
-		p++, n--;
 		if (varint_get_u64(p, n, &klen, &used) || klen > n - used ||
 		    klen > HMAP_KEY_MAX)
 			return TALLY_ECORRUPT;
@@ -381,14 +430,42 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 	return TALLY_OK;
 }
 
-int rocks_journal_load(rocks *r)
+/* Replay the journal files' records numbered below upto (all: UINT64_MAX),
+ * from *next on. */
+static int replay_files(rocks *r, size_t *next, uint64_t upto, uint8_t **buf,
+                        size_t *cap)
 {
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r->db, r->ro,
-	                                                    r->cf[CF_META]);
-	uint8_t lo[JKEY_LEN];
-	char *err = NULL;
 	int rc = TALLY_OK;
 
+	while (rc == TALLY_OK && *next < r->jf.nrecs &&
+	       r->jf.recs[*next].num < upto) {
+		const rocks_jrec *rec = &r->jf.recs[(*next)++];
+
+		rc = rocks_jfile_read(r, rec, buf, cap);
+		if (rc == TALLY_OK)
+			rc = replay_one(r, *buf, rec->len);
+		r->jseq = rec->num;
+		r->journal_bytes += rec->len;
+	}
+	return rc;
+}
+
+int rocks_journal_load(rocks *r, const char *dir)
+{
+	rocksdb_iterator_t *it;
+	uint8_t lo[JKEY_LEN];
+	uint8_t *buf = NULL;
+	size_t cap = 0, next = 0;
+	char *err = NULL;
+	/* r->ck_upto holds META_JCKPT here (rocks.c). Files hold at most
+	 * what one freeze lets through, twice over, and the write that found
+	 * the last one full. */
+	int rc = rocks_jfile_open(r, dir, r->ck_upto,
+	                          2 * r->journal_max + ((uint64_t)1 << 20));
+
+	if (rc != TALLY_OK)
+		return rc;
+	it = rocksdb_create_iterator_cf(r->db, r->ro, r->cf[CF_META]);
 	if (it == NULL)
 		return TALLY_ENOMEM;
 	jkey(lo, 0);
@@ -404,14 +481,27 @@ int rocks_journal_load(rocks *r)
 			rc = TALLY_ECORRUPT;
 			break;
 		}
+		rc = replay_files(r, &next, be64_get(k + 1), &buf, &cap);
+		if (rc != TALLY_OK)
+			break;
 		r->jseq = be64_get(k + 1);
 		r->journal_bytes += vlen;
 		rc = replay_one(r, v, vlen);
 	}
 	rocksdb_iter_get_error(it, &err);
 	rocksdb_iter_destroy(it);
-	if (err)
+	if (err) {
+		free(buf);
 		return rocks_err(err);
+	}
+	if (rc == TALLY_OK)
+		rc = replay_files(r, &next, UINT64_MAX, &buf, &cap);
+	free(buf);
+	rocks_jfile_loaded(r);
+	/* New records must sort after every one a file may still hold. */
+	if (r->jseq < r->ck_upto)
+		r->jseq = r->ck_upto;
+	atomic_store(&r->st_counters, r->counters);
 	atomic_store(&r->st_dirty, hmap_count(r->dirty[0]) +
 	                           hmap_count(r->dirty[1]));
 	if (rc == TALLY_OK) {
@@ -426,6 +516,8 @@ int rocks_journal_load(rocks *r)
  * dirty value out, so that the next open replays nothing. */
 void rocks_journal_close(rocks *r)
 {
+	int covered = 0;
+
 	if (r->ck_started) {
 		pthread_mutex_lock(&r->ck_mu);
 		while (r->ck_state == CK_RUNNING)
@@ -435,13 +527,18 @@ void rocks_journal_close(rocks *r)
 		pthread_mutex_unlock(&r->ck_mu);
 		pthread_join(r->ck_thread, NULL);
 		r->ck_started = 0;
-		if (!r->failed && reap(r) == TALLY_OK && r->frozen[0] == NULL &&
-		    hmap_count(r->dirty[0]) + hmap_count(r->dirty[1]) > 0) {
+		if (!r->failed && reap(r) == TALLY_OK && r->frozen[0] == NULL) {
 			hmap *tab[2] = { r->dirty[0], r->dirty[1] };
 
-			(void)ckpt_write(r, tab, r->jseq);
+			/* With nothing dirty, the last checkpoint covers
+			 * every record. */
+			covered = hmap_count(r->dirty[0]) +
+			          hmap_count(r->dirty[1]) == 0 ||
+			          ckpt_write(r, tab, r->jseq, r->counters) ==
+			          TALLY_OK;
 		}
 	}
+	rocks_jfile_close(r, covered);
 	for (int t = 0; t < 2; t++) {
 		hmap_free(r->dirty[t]);
 		hmap_free(r->frozen[t]);

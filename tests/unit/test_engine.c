@@ -10,7 +10,9 @@
 #define _XOPEN_SOURCE 700 /* nftw, FTW_DEPTH, FTW_PHYS */
 #endif
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -2827,6 +2829,125 @@ static void test_journal_checkpoints_keep_every_value(void **state)
 	tally_closep(&c);
 }
 
+/* Copy every file of folder from into a new folder to, as it is: the
+ * image a kill -9 leaves, as long as nothing writes meanwhile. */
+static void copy_folder(const char *from, const char *to)
+{
+	DIR *d = opendir(from);
+	struct dirent *e;
+	static char buf[1 << 16];
+
+	assert_non_null(d);
+	CHECK_TRUE(mkdir(to, 0755) == 0);
+	while ((e = readdir(d)) != NULL) {
+		char a[PATH_MAX + 256], b[PATH_MAX + 256];
+		struct stat st;
+		ssize_t n;
+
+		snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+		snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+		if (stat(a, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT, 0644);
+
+		CHECK_TRUE(in >= 0 && out >= 0);
+		while ((n = read(in, buf, sizeof buf)) > 0)
+			CHECK_TRUE(write(out, buf, (size_t)n) == n);
+		CHECK_TRUE(n == 0);
+		close(in);
+		close(out);
+	}
+	closedir(d);
+}
+
+/* Flip the last byte that is not zero: the end of the newest record of a
+ * journal file (zeros follow it). */
+static void tear_last_record(const char *path)
+{
+	int fd = open(path, O_RDWR);
+	struct stat st;
+	uint8_t c = 0;
+	off_t off;
+
+	CHECK_TRUE(fd >= 0 && fstat(fd, &st) == 0);
+	for (off = st.st_size - 1; off >= 0; off--) {
+		CHECK_TRUE(pread(fd, &c, 1, off) == 1);
+		if (c != 0)
+			break;
+	}
+	CHECK_TRUE(off >= 0);
+	c ^= 0xff;
+	CHECK_TRUE(pwrite(fd, &c, 1, off) == 1);
+	close(fd);
+}
+
+static void test_journal_files_hold_counter_batches(void **state)
+{
+	struct fx *f = *state;
+	char jf[PATH_MAX + 32], img[PATH_MAX], key[32];
+	tally_stats a, b;
+	struct stat st;
+	tally *c = NULL;
+	int64_t v = 0;
+
+	/* Batches of counters alone write no RocksDB entry: their records
+	 * go to the journal file. */
+	CHECK_OK(tally_stats_get(f->t, &a));
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "jf:%d", i);
+		CHECK_OK(tally_incrby(f->t, key, strlen(key), i + 1, NULL));
+	}
+	CHECK_OK(tally_stats_get(f->t, &b));
+	CHECK_U64(b.store_entries - a.store_entries, 0);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", f->db);
+	CHECK_TRUE(stat(jf, &st) == 0 && st.st_size > 0);
+	/* A like's record goes with its entries into RocksDB; a later
+	 * counter batch into the file again: replay keeps their order. */
+	tally_event ev = ev_of("article", "like", 1, 1);
+	add_ok(f->t, &ev);
+	CHECK_OK(tally_incrby(f->t, "jf:0", 4, 1, NULL));
+
+	snprintf(img, sizeof img, "%s/img", f->dir);
+	copy_folder(f->db, img);
+	CHECK_OK(tally_open(img, NULL, &c));
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof key, "jf:%d", i);
+		CHECK_I64(get_of(c, key), i == 0 ? 2 : i + 1);
+	}
+	CHECK_I64(count_of(c, "article", "like", 1), 1);
+	CHECK_OK(tally_stats_get(c, &a));
+	CHECK_U64(a.counters, 100);
+	tally_closep(&c);
+
+	/* A torn last record is not replayed; the ones before it are. */
+	CHECK_OK(tally_incrby(f->t, "jf:last", 7, 7, NULL));
+	snprintf(img, sizeof img, "%s/img2", f->dir);
+	copy_folder(f->db, img);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
+	tear_last_record(jf);
+	CHECK_OK(tally_open(img, NULL, &c));
+	CHECK_RC(tally_get(c, "jf:last", 7, &v), TALLY_ENOTFOUND);
+	CHECK_I64(get_of(c, "jf:0"), 2);
+	CHECK_I64(get_of(c, "jf:99"), 100);
+	CHECK_OK(tally_stats_get(c, &a));
+	CHECK_U64(a.counters, 100);
+	/* The copy goes on writing where the torn record was. */
+	CHECK_OK(tally_incrby(c, "jf:last", 7, 3, &v));
+	CHECK_I64(v, 3);
+	tally_closep(&c);
+	CHECK_OK(tally_open(img, NULL, &c));
+	CHECK_I64(get_of(c, "jf:last"), 3);
+	tally_closep(&c);
+
+	/* A clean close checkpoints every value: the files are empty. */
+	fx_reopen(f);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", f->db);
+	CHECK_TRUE(stat(jf, &st) == 0 && st.st_size == 0);
+	CHECK_I64(get_of(f->t, "jf:last"), 7);
+	CHECK_OK(tally_stats_get(f->t, &a));
+	CHECK_U64(a.counters, 101);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -2853,6 +2974,7 @@ int main(void)
 	    T(test_history_across_objects_and_ctypes_paged),
 	    T(test_mcount_many_objects),
 	    T(test_journal_checkpoints_keep_every_value),
+	    T(test_journal_files_hold_counter_batches),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
 	    T(test_type_add_then_use_survives_reopen),
