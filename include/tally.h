@@ -164,7 +164,9 @@ typedef struct tally_options {
 	 *  each batch and written to their own tables by a background
 	 *  checkpoint once this many KiB of journal have accumulated (or
 	 *  cache_entries_max values changed): it bounds what an open after a
-	 *  crash replays. 0: 65536 (64 MiB). Range 4..4194304. */
+	 *  crash replays, and each of the two journal files in the data
+	 *  folder (twice this, plus 1 MiB). 0: 65536 (64 MiB). Range
+	 *  4..4194304. */
 	uint32_t checkpoint_kib;
 	/** enum tally_open_flags, or 0. */
 	uint32_t flags;
