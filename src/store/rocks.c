@@ -331,33 +331,33 @@ static int format_check(rocks *r)
 	return err ? rocks_err(err) : TALLY_OK;
 }
 
-static int seq_load(rocks *r)
+/* A be64 meta value; 0 when absent. */
+static int meta_get_u64(rocks *r, uint8_t tag, uint64_t *out)
 {
 	uint8_t val[8];
 	size_t len;
-	int rc = meta_get(r, META_SEQ, val, sizeof val, &len);
+	int rc = meta_get(r, tag, val, sizeof val, &len);
 
 	if (rc != TALLY_OK)
 		return rc;
 	if (len != 0 && len != sizeof val)
 		return TALLY_ECORRUPT;
-	r->seq = len ? be64_get(val) : 0;
-	atomic_store(&r->st_seq, r->seq);
-	rc = meta_get(r, META_COUNTERS, val, sizeof val, &len);
-	if (rc != TALLY_OK)
-		return rc;
-	if (len != 0 && len != sizeof val)
-		return TALLY_ECORRUPT;
-	r->counters = len ? be64_get(val) : 0;
-	atomic_store(&r->st_counters, r->counters);
-	/* Where the journal's replay starts (rocks_journal_load()). */
-	rc = meta_get(r, META_JCKPT, val, sizeof val, &len);
-	if (rc != TALLY_OK)
-		return rc;
-	if (len != 0 && len != sizeof val)
-		return TALLY_ECORRUPT;
-	r->ck_upto = len ? be64_get(val) : 0;
+	*out = len ? be64_get(val) : 0;
 	return TALLY_OK;
+}
+
+static int seq_load(rocks *r)
+{
+	int rc = meta_get_u64(r, META_SEQ, &r->seq);
+
+	if (rc == TALLY_OK)
+		rc = meta_get_u64(r, META_COUNTERS, &r->counters);
+	/* Where the journal's replay starts (rocks_journal_load()). */
+	if (rc == TALLY_OK)
+		rc = meta_get_u64(r, META_JCKPT, &r->ck_upto);
+	atomic_store(&r->st_seq, r->seq);
+	atomic_store(&r->st_counters, r->counters);
+	return rc;
 }
 
 /* A clean close leaves everything in SSTs: the next open has no WAL to
