@@ -351,21 +351,26 @@ void rocks_jfile_pause(rocks *r, int paused)
 
 static int copy_file(int from, uint64_t len, const char *to)
 {
-	uint8_t buf[JF_ZEROS];
+	uint8_t *buf = malloc(JF_ZEROS);
 	uint64_t off = 0;
-	int fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	int rc = TALLY_OK;
+	int fd, rc = TALLY_OK;
 
-	if (fd < 0)
+	if (buf == NULL)
+		return TALLY_ENOMEM;
+	fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		free(buf);
 		return rocks_errno_code(errno);
+	}
 	while (rc == TALLY_OK && off < len) {
-		size_t n = len - off < sizeof buf ? (size_t)(len - off) : sizeof buf;
+		size_t n = len - off < JF_ZEROS ? (size_t)(len - off) : JF_ZEROS;
 
 		rc = pread_all(from, buf, n, off);
 		if (rc == TALLY_OK)
 			rc = pwrite_all(fd, buf, n, off);
 		off += n;
 	}
+	free(buf);
 	if (rc == TALLY_OK && fsync(fd) != 0)
 		rc = rocks_errno_code(errno);
 	if (close(fd) != 0 && rc == TALLY_OK)

@@ -457,9 +457,9 @@ int rocks_journal_load(rocks *r, const char *dir)
 	uint8_t *buf = NULL;
 	size_t cap = 0, next = 0;
 	char *err = NULL;
-	/* r->ck_upto holds META_JCKPT here (rocks.c). Files hold at most
-	 * what one freeze lets through, twice over, and the write that found
-	 * the last one full. */
+	/* r->ck_upto holds META_JCKPT here (rocks.c). A file takes the
+	 * records between two checkpoints' turns: about journal_max, more
+	 * while a checkpoint runs. Past twice that, records go to RocksDB. */
 	int rc = rocks_jfile_open(r, dir, r->ck_upto,
 	                          2 * r->journal_max + ((uint64_t)1 << 20));
 
