@@ -96,7 +96,7 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 	return TALLY_OK;
 }
 
-/* ---- open: find the records ----------------------------------------------- */
+/* ---- open: find the records ---------------------------------------------- */
 
 static int recs_push(rocks_jfile *jf, uint64_t num, int file, uint64_t off,
                      uint32_t len)
@@ -218,6 +218,12 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		}
 		jf->size[i] = (uint64_t)st.st_size;
 		rc = jf_scan(jf, i, ckpt, &last[i]);
+		/* A record written but not synced before a kill is replayed
+		 * now, and later records may build on what it holds: make
+		 * it durable before they are. */
+		if (rc == TALLY_OK && jf->end[i] > 0 &&
+		    fdatasync(jf->fd[i]) != 0)
+			rc = rocks_errno_code(errno);
 	}
 	if (rc == TALLY_OK && created)
 		rc = dir_sync(dir);
@@ -250,7 +256,7 @@ void rocks_jfile_loaded(rocks *r)
 	r->jf.nrecs = r->jf.caprecs = 0;
 }
 
-/* ---- the committer's writes ------------------------------------------------ */
+/* ---- the committer's writes ---------------------------------------------- */
 
 /* Zeros from the file's end up to the next JF_GROW boundary past want. */
 static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
@@ -340,7 +346,7 @@ void rocks_jfile_turn(rocks *r)
 	pthread_mutex_unlock(&jf->mu);
 }
 
-/* ---- backup and close ------------------------------------------------------ */
+/* ---- backup and close ---------------------------------------------------- */
 
 void rocks_jfile_pause(rocks *r, int paused)
 {
