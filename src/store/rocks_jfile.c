@@ -231,7 +231,8 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		return rc;
 	/* Carry on in the file that holds the newest record, after it. */
 	jf->active = last[1] > last[0];
-	qsort(jf->recs, jf->nrecs, sizeof *jf->recs, rec_cmp);
+	if (jf->nrecs > 1) /* recs is NULL when none were found */
+		qsort(jf->recs, jf->nrecs, sizeof *jf->recs, rec_cmp);
 	return TALLY_OK;
 }
 
