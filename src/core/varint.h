@@ -47,6 +47,20 @@ static inline uint16_t be16_get(const uint8_t *p)
 	return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
 }
 
+static inline void be32_put(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline uint32_t be32_get(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
 static inline void be64_put(uint8_t *p, uint64_t v)
 {
 	for (int i = 7; i >= 0; i--) {

@@ -594,8 +594,7 @@ int rocks_errno_code(int e)
 int rocks_probe(const char *path)
 {
 	char name[4096], buf[PROBE_BYTES];
-	size_t done = 0;
-	int fd, rc = TALLY_OK;
+	int fd, rc;
 
 	if (snprintf(name, sizeof name, "%s/" PROBE_NAME, path) >=
 	    (int)sizeof name)
@@ -607,16 +606,7 @@ int rocks_probe(const char *path)
 	/* A full page: a file system may accept a few bytes into space it
 	 * holds anyway, and a page is what a WAL write needs at least. */
 	memset(buf, 't', sizeof buf);
-	while (rc == TALLY_OK && done < sizeof buf) {
-		ssize_t n = write(fd, buf + done, sizeof buf - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			rc = rocks_errno_code(n < 0 ? errno : ENOSPC);
-		else
-			done += (size_t)n;
-	}
+	rc = rocks_pwrite_all(fd, buf, sizeof buf, 0);
 	if (rc == TALLY_OK && fsync(fd) != 0)
 		rc = rocks_errno_code(errno);
 	if (close(fd) != 0 && rc == TALLY_OK)

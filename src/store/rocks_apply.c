@@ -510,21 +510,12 @@ int rocks_sync(store *s)
 	if (r->failed)
 		return r->failed;
 	rocksdb_flush_wal(r->db, 1, &err);
-	if (!err) {
-		int rc = rocks_jfile_sync(r);
-
-		if (rc != TALLY_OK) {
-			r->failed = rc;
-			return rc;
-		}
-	}
-	if (err) {
-		/* Never retried: after a failed fsync the kernel may have
-		 * dropped the pages it could not write, so a second fsync
-		 * that succeeds proves nothing. */
-		r->failed = rocks_write_err(err);
+	/* Never retried: after a failed fsync the kernel may have dropped
+	 * the pages it could not write, so a second fsync that succeeds
+	 * proves nothing. */
+	r->failed = err ? rocks_write_err(err) : rocks_jfile_sync(r);
+	if (r->failed)
 		return r->failed;
-	}
 	rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;
 }

@@ -177,6 +177,10 @@ void rocks_jfile_init(rocks *r);
 /* Open (create) the files in dir and find the records above ckpt, in
  * r->jf.recs by number. cap bounds each file's size. */
 int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap);
+/* pwrite all of buf at off, again after EINTR or a short write:
+ * TALLY_OK, or rocks_errno_code() of the failure (a write of nothing:
+ * TALLY_ENOSPC). */
+int rocks_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* Read a found record's payload into *buf (grown as needed). */
 int rocks_jfile_read(rocks *r, const rocks_jrec *rec, uint8_t **buf,
                      size_t *cap);

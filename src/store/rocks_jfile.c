@@ -37,20 +37,6 @@
 
 static const uint8_t jf_zeros[JF_ZEROS];
 
-static void be32_put(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint32_t be32_get(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
 static int jf_name(char *out, size_t cap, const char *dir, int i)
 {
 	int n = snprintf(out, cap, "%s/" ROCKS_JF_NAME, dir, i);
@@ -58,7 +44,7 @@ static int jf_name(char *out, size_t cap, const char *dir, int i)
 	return n < 0 || (size_t)n >= cap ? TALLY_EINVAL : TALLY_OK;
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+int rocks_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const uint8_t *p = buf;
 
@@ -145,7 +131,9 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 			buf = p;
 			bufcap = ROCKS_JF_HDR + (size_t)len;
 		}
-		rc = pread_all(jf->fd[i], buf, ROCKS_JF_HDR + (size_t)len, off);
+		memcpy(buf, hdr, sizeof hdr);
+		rc = pread_all(jf->fd[i], buf + ROCKS_JF_HDR, len,
+		               off + ROCKS_JF_HDR);
 		if (rc != TALLY_OK)
 			break;
 		if (XXH3_64bits(buf + 8, ROCKS_JF_HDR - 8 + (size_t)len) !=
@@ -267,14 +255,13 @@ static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
 	if (to > jf->cap)
 		to = jf->cap;
 	while (jf->size[i] < to) {
-		uint64_t n = to - jf->size[i];
-		int rc = pwrite_all(jf->fd[i], jf_zeros,
-		                    n < JF_ZEROS ? (size_t)n : JF_ZEROS,
-		                    jf->size[i]);
+		size_t n = to - jf->size[i] < JF_ZEROS ?
+		           (size_t)(to - jf->size[i]) : JF_ZEROS;
+		int rc = rocks_pwrite_all(jf->fd[i], jf_zeros, n, jf->size[i]);
 
 		if (rc != TALLY_OK)
 			return rc;
-		jf->size[i] += n < JF_ZEROS ? n : JF_ZEROS;
+		jf->size[i] += n;
 	}
 	return TALLY_OK;
 }
@@ -300,7 +287,7 @@ int rocks_jfile_append(rocks *r, uint64_t num, int sync)
 	if (jf->end[a] + len > jf->size[a])
 		rc = jf_grow(jf, a, jf->end[a] + len);
 	if (rc == TALLY_OK)
-		rc = pwrite_all(jf->fd[a], rec, len, jf->end[a]);
+		rc = rocks_pwrite_all(jf->fd[a], rec, len, jf->end[a]);
 	if (rc == TALLY_OK && sync) {
 		uint64_t t0 = rocks_now_ns();
 
@@ -374,7 +361,7 @@ static int copy_file(int from, uint64_t len, const char *to)
 
 		rc = pread_all(from, buf, n, off);
 		if (rc == TALLY_OK)
-			rc = pwrite_all(fd, buf, n, off);
+			rc = rocks_pwrite_all(fd, buf, n, off);
 		off += n;
 	}
 	free(buf);
