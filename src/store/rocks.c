@@ -163,10 +163,6 @@ static rocksdb_mergeoperator_t *merge_create(void)
 
 /* ---- options ------------------------------------------------------------ */
 
-/* Buckets of each hashed memtable: 2 MiB of heads each, and about one
- * object or member per bucket at a million live prefixes. */
-#define MEMTABLE_BUCKETS (1u << 18)
-
 /* Bytes per like, compacted, with 1M likes (tally_bench bytes-per-like):
  * 33.0 with 4 KiB blocks for point-read tables, 16 KiB for scanned ones, a
  * bloom filter and no dictionary; 31.2 with the sizes, filter and
@@ -214,22 +210,19 @@ static rocksdb_options_t *cf_options(rocks *r, int cf)
 	}
 	if (cf == CF_NAMED || cf == CF_TOTALS)
 		rocksdb_options_set_merge_operator(o, merge_create());
-	/* Events and memberships are written at random objects and read
-	 * within one object (or one member's history): memtables hashed by
-	 * that prefix make an insert a bucket lookup plus a walk of a short
-	 * list, instead of a descent of one skiplist of millions (half of a
-	 * like's cost, measured). Linked-list buckets rather than skiplist
-	 * ones: a bucket turns into a full skiplist past 256 entries, where
-	 * the hash-skiplist's buckets are capped at 4 levels, so one hot
-	 * object (every like in one bucket) degraded to long linear walks:
-	 * 1,200 likes/s on one article against 100,000 with lists, and
-	 * random likes are 25% faster too (docs/PERFORMANCE.md). */
+	/* Events and memberships reach these tables once per checkpoint,
+	 * in one write sorted by key (rocks_events.c): a skiplist memtable
+	 * takes sorted inserts at the previous insert's position, and its
+	 * flush is a walk. (When the committer wrote them one batch at a
+	 * time, at random objects, these memtables were hashed by prefix,
+	 * and sorting them at each flush was half of tallyd's CPU under
+	 * random likes.) The prefix extractor stays: RECENT and HISTORY
+	 * scans stay within one prefix. */
 	if (cf == CF_LOG || cf == CF_HIST || cf == CF_MEMBERS) {
 		size_t prefix = cf == CF_HIST ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN;
 
 		rocksdb_options_set_prefix_extractor(
 			o, rocksdb_slicetransform_create_fixed_prefix(prefix));
-		rocksdb_options_set_hash_link_list_rep(o, MEMTABLE_BUCKETS);
 	}
 	return o;
 }
@@ -259,8 +252,8 @@ static int options_create(rocks *r, const store_options *so)
 	                                     (unsigned char)so->create);
 	rocksdb_options_set_create_missing_column_families(r->db_opts, 1);
 	rocksdb_options_set_max_background_jobs(r->db_opts, 2);
-	/* Hash-bucketed memtables (below) take one writer at a time, which
-	 * is all there is: the committer. */
+	/* One writer at a time is all there is (the committer, the
+	 * checkpoint thread): no concurrent memtable inserts. */
 	rocksdb_options_set_allow_concurrent_memtable_write(r->db_opts, 0);
 	/* RocksDB's own LOG keeps only its headers, written at open. Its
 	 * writer is one more file in the data folder: with librocksdb 7.8 a
@@ -322,9 +315,10 @@ static int format_check(rocks *r)
 		return rc == TALLY_ECORRUPT ? TALLY_EVERSION : rc;
 	if (len == 1 && val[0] == ROCKS_FORMAT)
 		return TALLY_OK;
-	/* Format 1 reads as format 2; once marked 2, older builds refuse
-	 * the folder rather than miss the journal files. */
-	if (len == 1 && val[0] != 1)
+	/* Formats 1 and 2 read as format 3; once marked 3, older builds
+	 * refuse the folder rather than miss the journal's records, which
+	 * hold events now. */
+	if (len == 1 && val[0] != 1 && val[0] != 2)
 		return TALLY_EVERSION;
 	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
 	               (const char *)&fmt, 1, &err);
@@ -411,7 +405,7 @@ static void rocks_close(store *s)
 		rocksdb_readoptions_destroy(r->ro);
 	if (r->wb)
 		rocksdb_writebatch_destroy(r->wb);
-	sorted_free(&r->ents);
+	free(r->bev);
 	hmap_free(r->cache_named);
 	hmap_free(r->cache_totals);
 	hmap_free(r->ov_named);
@@ -505,8 +499,12 @@ static int rocks_backup(store *s, const char *dir)
 static int rocks_compact(store *s)
 {
 	rocks *r = (rocks *)s;
-	rocksdb_compactoptions_t *co = rocksdb_compactoptions_create();
+	rocksdb_compactoptions_t *co;
+	int rc = rocks_journal_spill(r);
 
+	if (rc != TALLY_OK)
+		return rc;
+	co = rocksdb_compactoptions_create();
 	if (co == NULL)
 		return TALLY_ENOMEM;
 	/* Force the bottom level to be rewritten too, so its compression

@@ -1,13 +1,13 @@
 /* rocks_apply.c: the RocksDB store's write path. A logical batch is applied
  * in order against overlays (this batch's view of counters, totals and
- * memberships), coalesced into one RocksDB write batch, written atomically
- * and, in sync mode, fsynced; only then do the overlays become the cache.
+ * memberships), recorded in one journal record, written atomically and, in
+ * sync mode, fsynced; only then do the overlays become the cache.
  *
- * Entries per batch: one journal record holding every counter and object
- * total the batch changed (rocks_journal.c writes them to their column
- * families later, once per checkpoint), one put or delete per membership
- * changed, one log and one history entry per event that changed
- * something, and the last sequence number. */
+ * A batch's journal record holds every counter and object total it
+ * changed and every event it logged (rocks_journal.c and rocks_events.c
+ * write them to their column families later, once per checkpoint). The
+ * record goes to the journal files unless the batch also writes meta
+ * entries (types, request IDs), which go into one RocksDB write with it. */
 #include <assert.h>
 #include <string.h>
 
@@ -76,7 +76,7 @@ static int member_slot(rocks *r, const uint8_t *key, rocks_mem **out)
 
 	if (m == NULL)
 		return TALLY_ENOMEM;
-	if (inserted) {
+	if (inserted && !rocks_events_member(r, key, m)) {
 		int rc = rocks_get_i64(r, CF_MEMBERS, key, KEY_MEMBER_LEN,
 		                       &m->at_ms);
 
@@ -134,28 +134,24 @@ static int apply_counter(rocks *r, store_op *op)
 	return TALLY_OK;
 }
 
-static int put_event(rocks *r, const store_op *op, int64_t d, int64_t total)
+/* Log the event: into this batch's record, and into the events held in
+ * memory once the batch is written (rocks_journal_commit()). */
+static int put_event(rocks *r, const store_op *op, int64_t d, int64_t total,
+                     int unique)
 {
-	uint8_t key[KEY_LOG_LEN], val[VAL_EVENT_MAX];
-	val_log lv = { op->member, op->at_ms, d, total };
-	size_t n;
+	rocks_ev ev;
 
-	r->seq++;
-	key_log_encode(key, &op->obj, r->seq);
-	n = val_log_encode(val, &lv);
-	assert(n <= sizeof val);
-	if (sorted_add(&r->ents, CF_LOG, SORTED_PUT, key, sizeof key, val, n))
+	memset(&ev, 0, sizeof ev);
+	ev.obj = op->obj;
+	ev.seq = ++r->seq;
+	ev.member = op->member;
+	ev.at_ms = op->at_ms;
+	ev.d = d;
+	ev.total = total;
+	ev.unique = (uint8_t)unique;
+	if (rocks_ev_push(&r->bev, &r->bev_n, &r->bev_cap, &ev))
 		return TALLY_ENOMEM;
-	if (op->member == 0)
-		return TALLY_OK; /* anonymous: counted, never listed as an actor */
-	val_hist hv = { op->obj.ctype, op->obj.content, op->at_ms, d };
-	uint8_t hkey[KEY_HIST_LEN];
-
-	key_hist_encode(hkey, op->member, op->obj.ktype, r->seq);
-	n = val_hist_encode(val, &hv);
-	if (sorted_add(&r->ents, CF_HIST, SORTED_PUT, hkey, sizeof hkey, val, n))
-		return TALLY_ENOMEM;
-	return TALLY_OK;
+	return rocks_journal_event(r, &ev);
 }
 
 static int apply_event(rocks *r, store_op *op)
@@ -194,13 +190,12 @@ static int apply_event(rocks *r, store_op *op)
 	if (m != NULL) {
 		m->in = !op->remove;
 		m->at_ms = op->at_ms;
-		m->dirty = 1;
 	}
 	tv->v += d;
 	tv->acc = wrap_add(tv->acc, d);
 	tv->exists = 1;
 	op->result = tv->v;
-	return put_event(r, op, d, tv->v);
+	return put_event(r, op, d, tv->v, m != NULL);
 }
 
 static size_t meta_key(uint8_t *buf, uint8_t tag, const uint8_t *s,
@@ -292,46 +287,10 @@ static int journal_vals(rocks *r, int cf, hmap *ov)
 	return rc;
 }
 
-static int members_flush(rocks *r)
-{
-	size_t pos = 0, len;
-	const void *key;
-	void *val;
-	int rc = 0;
-
-	while (rc == 0 && hmap_next(r->ov_members, &pos, &key, &len, &val)) {
-		const rocks_mem *m = val;
-		uint8_t buf[VARINT_MAX];
-
-		if (!m->dirty)
-			continue;
-		if (m->in)
-			rc = sorted_add(&r->ents, CF_MEMBERS, SORTED_PUT, key, len,
-			                buf, varint_put_i64(buf, m->at_ms));
-		else
-			rc = sorted_add(&r->ents, CF_MEMBERS, SORTED_DELETE, key,
-			                len, NULL, 0);
-	}
-	return rc;
-}
-
-static void meta_flush(rocks *r, uint64_t seq_start)
-{
-	if (r->seq != seq_start) {
-		const uint8_t skey = META_SEQ;
-		uint8_t sval[8];
-
-		be64_put(sval, r->seq);
-		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META],
-		                          (const char *)&skey, 1,
-		                          (const char *)sval, sizeof sval);
-	}
-}
-
-/* Turn the overlays and the events into write-batch entries: counters and
- * totals into one journal record (with the number of named counters, when
- * it changed; written by rocks_journal_write()), the rest sorted. */
-static int overlays_flush(rocks *r, uint64_t seq_start)
+/* Add the changed counters and totals to the batch's journal record, with
+ * the number of named counters when it changed (the events are in it
+ * already; rocks_journal_write() writes it). */
+static int overlays_flush(rocks *r)
 {
 	int rc = journal_vals(r, CF_NAMED, r->ov_named);
 
@@ -344,15 +303,7 @@ static int overlays_flush(rocks *r, uint64_t seq_start)
 		rc = rocks_journal_counters(r, r->counters +
 		                               (uint64_t)r->counters_delta);
 	}
-	if (rc != TALLY_OK)
-		return rc;
-	rc = members_flush(r);
-	if (rc == 0)
-		rc = sorted_flush(&r->ents, r->wb, r->cf);
-	if (rc != 0)
-		return TALLY_ENOMEM;
-	meta_flush(r, seq_start);
-	return TALLY_OK;
+	return rc;
 }
 
 /* The batch is durable: the values it read but did not change become the
@@ -392,7 +343,7 @@ static void batch_reset(rocks *r)
 	hmap_clear(r->ov_named);
 	hmap_clear(r->ov_totals);
 	hmap_clear(r->ov_members);
-	sorted_clear(&r->ents);
+	r->bev_n = 0;
 	rocksdb_writebatch_clear(r->wb);
 	rocks_journal_discard(r);
 }
@@ -470,7 +421,7 @@ int rocks_apply(store *s, store_batch *b)
 			rc = apply_op(r, &b->ops[i]);
 	}
 	if (rc == TALLY_OK)
-		rc = overlays_flush(r, seq_start);
+		rc = overlays_flush(r);
 	if (rc == TALLY_OK) {
 		rc = rocks_journal_write(r, b->sync);
 		if (rc != TALLY_OK)

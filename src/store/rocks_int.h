@@ -36,8 +36,10 @@ enum rocks_cf {
 #define META_JCKPT  'p'  /* -> journal records up to this number are in
                             the column families, be64 */
 /* 2: journal records carry the number of named counters, and may be in
- * the journal files (rocks_jfile.c). Format 1 is upgraded at open. */
-#define ROCKS_FORMAT 2
+ * the journal files (rocks_jfile.c). 3: they carry the events too, which
+ * reach the log, history and membership tables at checkpoints. Formats 1
+ * and 2 are upgraded at open. */
+#define ROCKS_FORMAT 3
 
 /* The journal files (rocks_jfile.c): names in the data folder (RocksDB
  * leaves files it does not know alone), record header size. */
@@ -77,12 +79,32 @@ typedef struct rocks_val {
 	uint8_t put;     /* named: SET or DEL this batch: write v, not acc */
 } rocks_val;
 
-/* A membership known to the committer within one batch. */
+/* A membership: of one batch (committer), or of the events in memory. */
 typedef struct rocks_mem {
 	int64_t at_ms;
 	uint8_t in;
-	uint8_t dirty;   /* changed this batch: write it */
 } rocks_mem;
+
+/* An event written since the last checkpoint (rocks_events.c). */
+typedef struct rocks_ev {
+	key_obj obj;
+	uint64_t seq;
+	uint64_t member;     /* 0: anonymous */
+	int64_t at_ms, d, total;
+	uint32_t prev_obj;   /* the object's event before, 1-based in the
+	                        same generation; 0: none */
+	uint32_t prev_hist;  /* likewise for member and type */
+	uint8_t unique;      /* sets the membership of member (d is +-1) */
+} rocks_ev;
+
+/* The events between two freezes, with what reads look them up by. */
+typedef struct rocks_evgen {
+	rocks_ev *ev;        /* by seq */
+	size_t n, cap;
+	hmap *by_obj;        /* object key -> uint32_t, newest event */
+	hmap *by_hist;       /* history prefix -> uint32_t, newest event */
+	hmap *members;       /* member key -> rocks_mem, as of the newest */
+} rocks_evgen;
 
 /* Checkpoint thread states (rocks_journal.c). */
 enum { CK_IDLE = 0, CK_RUNNING, CK_DONE };
@@ -102,7 +124,6 @@ typedef struct rocks {
 
 	/* Committer-only state (apply and sync run on one thread). */
 	rocksdb_writebatch_t *wb;
-	sorted ents;         /* this batch's data entries, sorted at write */
 	hmap *cache_named;   /* key -> rocks_val (v, exists) across batches */
 	hmap *cache_totals;  /* object key -> rocks_val (v) across batches */
 	hmap *ov_named;      /* this batch */
@@ -118,6 +139,10 @@ typedef struct rocks {
 	 * table for the next freeze. The committer changes them under
 	 * dirty_lock (write); readers look up under it (read). */
 	hmap *dirty[2], *frozen[2], *spare[2];
+	/* The events' generations, likewise, under the same lock. */
+	rocks_evgen *ev_dirty, *ev_frozen, *ev_spare;
+	rocks_ev *bev;       /* this batch's events, committed into ev_dirty */
+	size_t bev_n, bev_cap;
 	pthread_rwlock_t dirty_lock;
 	uint8_t *jbuf;       /* this batch's journal record: ROCKS_JF_HDR
 	                        bytes of room for a file header, then jlen
@@ -137,6 +162,7 @@ typedef struct rocks {
 	int locks_ok;        /* how many of the three locks exist */
 	uint64_t ck_upto;    /* the frozen tables cover records up to this */
 	uint64_t ck_counters; /* named counters as of ck_upto */
+	uint64_t ck_seq;     /* last event seq as of ck_upto */
 	rocks_jfile jf;
 	rocksdb_writebatch_t *ck_wb; /* checkpoint thread only */
 	sorted ck_ents;      /* checkpoint thread only */
@@ -208,6 +234,11 @@ int rocks_journal_init(rocks *r, uint64_t journal_max);
  * thread. */
 int rocks_journal_load(rocks *r, const char *dir);
 void rocks_journal_close(rocks *r);
+/* Write what memory holds (values and events, frozen then dirty) to the
+ * column families as well, for a compaction to see it all, without
+ * covering any journal record: they stay in memory and in the journal
+ * until their checkpoint. Any thread. */
+int rocks_journal_spill(rocks *r);
 /* Whether an overlay entry changed its value in this batch. */
 static inline int rocks_val_changed(const rocks_val *v)
 {
@@ -216,6 +247,8 @@ static inline int rocks_val_changed(const rocks_val *v)
 /* Add one changed value to this batch's record. */
 int rocks_journal_add(rocks *r, int cf, const void *key, size_t len,
                       const rocks_val *v);
+/* Add one event to this batch's record. */
+int rocks_journal_event(rocks *r, const rocks_ev *ev);
 /* Add the number of named counters after this batch to its record. */
 int rocks_journal_counters(rocks *r, uint64_t counters);
 /* Write this batch's record (if any): to the active journal file when
@@ -237,6 +270,36 @@ void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
                           int deep);
 void rocks_dirty_rdlock(rocks *r);
 void rocks_dirty_unlock(rocks *r);
+
+/* rocks_events.c */
+rocks_evgen *rocks_evgen_create(void);
+void rocks_evgen_free(rocks_evgen *g);
+void rocks_evgen_clear(rocks_evgen *g);
+/* Append ev to *arr (grown by doubling): 0, or -1 out of memory. */
+int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev);
+/* Add an event (seqs increasing; its links are set here) and, when
+ * unique, its membership. 0, or -1 out of memory, after which g may
+ * hold the membership without the event: the store must fail. */
+int rocks_evgen_add(rocks_evgen *g, const rocks_ev *ev);
+/* The membership of a member key in the dirty or frozen events: 1 and
+ * *out, or 0. Committer bare; other threads under the read lock. */
+int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out);
+/* Call fn on the events in memory of an object (hist 0, prefix an object
+ * key) or of a member's history of one type (hist 1, prefix a history
+ * prefix), newest first, until fn returns nonzero. Returns the lowest seq
+ * visited, UINT64_MAX if none: the column family may hold events at or
+ * above it too (a checkpoint written, not yet reaped), so a scan that
+ * follows starts below it. Under the read lock. */
+uint64_t rocks_events_walk(rocks *r, int hist, const uint8_t *prefix,
+                           int (*fn)(void *arg, const rocks_ev *ev),
+                           void *arg);
+/* Put a generation's log, history and membership entries into wb, each
+ * table's in key order. 0, or -1 out of memory (wb then holds some). */
+int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+                      rocksdb_column_family_handle_t *const *cfs);
+/* A copy of the frozen then the dirty events, by seq (*out malloc()ed, or
+ * NULL when none). Under the read lock. TALLY_OK or TALLY_ENOMEM. */
+int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
 
 /* rocks_read.c */
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);

@@ -32,10 +32,14 @@
 
 /* Record entry tag: bit 0 the value exists (else deleted), bit 1 totals
  * (else a named counter); or JT_COUNTERS alone: the number of named
- * counters after the batch, a varint. */
+ * counters after the batch, a varint; or JT_EVENT, with JT_UNIQUE when it
+ * sets a membership: an event (object key, then varints seq, member, at_ms,
+ * delta, total). */
 #define JT_EXISTS 1u
 #define JT_TOTALS 2u
 #define JT_COUNTERS 4u
+#define JT_EVENT 8u
+#define JT_UNIQUE 16u
 
 static void jkey(uint8_t *k, uint64_t n)
 {
@@ -100,6 +104,56 @@ int rocks_journal_counters(rocks *r, uint64_t counters)
 	return TALLY_OK;
 }
 
+int rocks_journal_event(rocks *r, const rocks_ev *ev)
+{
+	uint8_t *p;
+
+	if (jbuf_reserve(r, 1 + KEY_OBJ_LEN + 5 * VARINT_MAX))
+		return TALLY_ENOMEM;
+	p = r->jbuf + ROCKS_JF_HDR + r->jlen;
+	*p++ = (uint8_t)(JT_EVENT | (ev->unique ? JT_UNIQUE : 0));
+	key_obj_encode(p, &ev->obj);
+	p += KEY_OBJ_LEN;
+	p += varint_put_u64(p, ev->seq);
+	p += varint_put_u64(p, ev->member);
+	p += varint_put_i64(p, ev->at_ms);
+	p += varint_put_i64(p, ev->d);
+	p += varint_put_i64(p, ev->total);
+	r->jlen = (size_t)(p - r->jbuf) - ROCKS_JF_HDR;
+	return TALLY_OK;
+}
+
+static int event_decode(const uint8_t *p, size_t n, uint8_t tag, rocks_ev *ev,
+                        size_t *used)
+{
+	uint64_t v[5];
+	size_t off = KEY_OBJ_LEN, u;
+
+	if (tag & ~(JT_EVENT | JT_UNIQUE) || n < KEY_OBJ_LEN)
+		return -1;
+	memset(ev, 0, sizeof *ev);
+	key_obj_decode(p, &ev->obj);
+	for (int i = 0; i < 5; i++) {
+		int bad = i < 2 ? varint_get_u64(p + off, n - off, &v[i], &u)
+		                : varint_get_i64(p + off, n - off,
+		                                 (int64_t *)&v[i], &u);
+		if (bad)
+			return -1;
+		off += u;
+	}
+	ev->seq = v[0];
+	ev->member = v[1];
+	ev->at_ms = (int64_t)v[2];
+	ev->d = (int64_t)v[3];
+	ev->total = (int64_t)v[4];
+	ev->unique = (tag & JT_UNIQUE) != 0;
+	if (ev->seq == 0 || ev->d == 0 ||
+	    (ev->unique && (ev->member == 0 || (ev->d != 1 && ev->d != -1))))
+		return -1;
+	*used = off;
+	return 0;
+}
+
 int rocks_journal_write(rocks *r, int sync)
 {
 	uint8_t k[JKEY_LEN];
@@ -162,6 +216,11 @@ void rocks_dirty_unlock(rocks *r)
 
 /* ---- commit, freeze, checkpoint ------------------------------------------ */
 
+/* An event in memory costs about as much as this many dirty values (the
+ * event, and its entries in three maps): the freeze bound on events is
+ * cache_max divided by it. */
+#define EVENTS_PER_VALUE 4
+
 static int tabs_put(hmap *tab, const void *key, size_t len, const rocks_val *v)
 {
 	rocks_val *d = hmap_put(tab, key, len, NULL);
@@ -184,8 +243,12 @@ static void freeze(rocks *r)
 		r->dirty[t] = r->spare[t];
 		r->spare[t] = NULL;
 	}
+	r->ev_frozen = r->ev_dirty;
+	r->ev_dirty = r->ev_spare;
+	r->ev_spare = NULL;
 	pthread_rwlock_unlock(&r->dirty_lock);
 	r->ck_upto = r->jseq;
+	r->ck_seq = r->seq;
 	r->ck_counters = r->counters;
 	r->ck_state = CK_RUNNING;
 	r->journal_bytes = 0;
@@ -215,6 +278,9 @@ static int reap(rocks *r)
 		r->spare[t] = r->frozen[t];
 		r->frozen[t] = NULL;
 	}
+	rocks_evgen_clear(r->ev_frozen);
+	r->ev_spare = r->ev_frozen;
+	r->ev_frozen = NULL;
 	pthread_rwlock_unlock(&r->dirty_lock);
 	atomic_fetch_add(&r->st_checkpoints, 1);
 	/* Every record in the other file is older than the freeze, so
@@ -247,7 +313,11 @@ void rocks_journal_commit(rocks *r)
 					rc = TALLY_EIO;
 			}
 		}
+		for (size_t i = 0; i < r->bev_n; i++)
+			if (rocks_evgen_add(r->ev_dirty, &r->bev[i]))
+				rc = TALLY_EIO;
 		pthread_rwlock_unlock(&r->dirty_lock);
+		r->bev_n = 0;
 		r->jseq++;
 		r->journal_bytes += r->jlen;
 		r->jlen = 0;
@@ -266,22 +336,18 @@ void rocks_journal_commit(rocks *r)
 	}
 	if (r->frozen[0] == NULL &&
 	    (hmap_count(r->dirty[0]) + hmap_count(r->dirty[1]) >= r->cache_max ||
+	     r->ev_dirty->n >= r->cache_max / EVENTS_PER_VALUE ||
 	     r->journal_bytes >= r->journal_max))
 		freeze(r);
 }
 
-/* Write the frozen tables to their column families, delete the journal
- * records up to upto and note upto and the number of named counters as of
- * it, in one synced atomic write. */
-static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto,
-                      uint64_t counters)
+/* Put one generation's values and events into wb, sorted (through s). */
+static int mem_entries(rocks *r, sorted *s, rocksdb_writebatch_t *wb,
+                       hmap *const tab[2], const rocks_evgen *evs)
 {
-	uint8_t lo[JKEY_LEN], hi[JKEY_LEN], up[8], cn[8];
-	const uint8_t ukey = META_JCKPT, ckey = META_COUNTERS;
 	size_t pos, len;
 	const void *key;
 	void *val;
-	char *err = NULL;
 	int rc = 0;
 
 	for (int t = 0; t < 2 && rc == 0; t++) {
@@ -293,20 +359,37 @@ static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto,
 			uint8_t buf[VARINT_MAX];
 
 			if (v->exists)
-				rc = sorted_add(&r->ck_ents, cf, SORTED_PUT, key,
-				                len, buf, varint_put_i64(buf, v->v));
+				rc = sorted_add(s, cf, SORTED_PUT, key, len, buf,
+				                varint_put_i64(buf, v->v));
 			else
-				rc = sorted_add(&r->ck_ents, cf, SORTED_DELETE,
-				                key, len, NULL, 0);
+				rc = sorted_add(s, cf, SORTED_DELETE, key, len,
+				                NULL, 0);
 		}
 	}
 	if (rc == 0)
-		rc = sorted_flush(&r->ck_ents, r->ck_wb, r->cf);
+		rc = sorted_flush(s, wb, r->cf);
+	if (rc == 0)
+		rc = rocks_evgen_write(evs, wb, r->cf);
 	if (rc != 0) {
-		sorted_clear(&r->ck_ents);
-		rocksdb_writebatch_clear(r->ck_wb);
+		sorted_clear(s);
+		rocksdb_writebatch_clear(wb);
 		return TALLY_ENOMEM;
 	}
+	return TALLY_OK;
+}
+
+/* Write the frozen tables and events to their column families, delete the
+ * journal records up to upto and note upto, the number of named counters
+ * and the last event seq as of it, in one synced atomic write. */
+static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
+                      uint64_t upto, uint64_t counters, uint64_t seq)
+{
+	uint8_t lo[JKEY_LEN], hi[JKEY_LEN], up[8], cn[8], sq[8];
+	const uint8_t ukey = META_JCKPT, ckey = META_COUNTERS, skey = META_SEQ;
+	char *err = NULL;
+	int rc = mem_entries(r, &r->ck_ents, r->ck_wb, tab, evs);
+	if (rc != TALLY_OK)
+		return rc;
 	jkey(lo, 0);
 	jkey(hi, upto + 1);
 	rocksdb_writebatch_delete_range_cf(r->ck_wb, r->cf[CF_META],
@@ -318,6 +401,9 @@ static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto,
 	be64_put(cn, counters);
 	rocksdb_writebatch_put_cf(r->ck_wb, r->cf[CF_META], (const char *)&ckey,
 	                          1, (const char *)cn, sizeof cn);
+	be64_put(sq, seq);
+	rocksdb_writebatch_put_cf(r->ck_wb, r->cf[CF_META], (const char *)&skey,
+	                          1, (const char *)sq, sizeof sq);
 	/* Synced: the journal file records it covers are written over once
 	 * the committer sees it done (rocks_jfile_turn()). One fsync per
 	 * checkpoint, on this thread. */
@@ -326,6 +412,40 @@ static int ckpt_write(rocks *r, hmap *const tab[2], uint64_t upto,
 	if (err)
 		return rocks_write_err(err);
 	return TALLY_OK;
+}
+
+int rocks_journal_spill(rocks *r)
+{
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	sorted ents = { 0 };
+	int rc = TALLY_OK;
+
+	if (wb == NULL)
+		return TALLY_ENOMEM;
+	/* Held throughout: no freeze, so no checkpoint of newer values can
+	 * land before this write of older ones. A running checkpoint's
+	 * older values may land after it; reads see memory first, and the
+	 * next checkpoint writes the newer values again. */
+	rocks_dirty_rdlock(r);
+	for (int g = 0; g < 2 && rc == TALLY_OK; g++) {
+		hmap *const *tab = g ? r->dirty : r->frozen;
+		const rocks_evgen *evs = g ? r->ev_dirty : r->ev_frozen;
+		char *err = NULL;
+
+		if (evs == NULL)
+			continue;
+		rc = mem_entries(r, &ents, wb, tab, evs);
+		if (rc != TALLY_OK)
+			break;
+		rocksdb_write(r->db, r->wo_nosync, wb, &err);
+		rocksdb_writebatch_clear(wb);
+		if (err)
+			rc = rocks_err(err);
+	}
+	rocks_dirty_unlock(r);
+	sorted_free(&ents);
+	rocksdb_writebatch_destroy(wb);
+	return rc;
 }
 
 static void *ckpt_main(void *arg)
@@ -339,10 +459,12 @@ static void *ckpt_main(void *arg)
 		if (r->ck_state != CK_RUNNING)
 			break;
 		hmap *tab[2] = { r->frozen[0], r->frozen[1] };
+		const rocks_evgen *evs = r->ev_frozen;
 		uint64_t upto = r->ck_upto, counters = r->ck_counters;
+		uint64_t seq = r->ck_seq;
 
 		pthread_mutex_unlock(&r->ck_mu);
-		int rc = ckpt_write(r, tab, upto, counters);
+		int rc = ckpt_write(r, tab, evs, upto, counters, seq);
 		pthread_mutex_lock(&r->ck_mu);
 		r->ck_err = rc;
 		r->ck_state = CK_DONE;
@@ -367,8 +489,10 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 		if (r->dirty[t] == NULL || r->spare[t] == NULL)
 			return TALLY_ENOMEM;
 	}
+	r->ev_dirty = rocks_evgen_create();
+	r->ev_spare = rocks_evgen_create();
 	r->ck_wb = rocksdb_writebatch_create();
-	if (r->ck_wb == NULL)
+	if (r->ev_dirty == NULL || r->ev_spare == NULL || r->ck_wb == NULL)
 		return TALLY_ENOMEM;
 	if (pthread_rwlockattr_init(&a) != 0)
 		return TALLY_ENOMEM;
@@ -406,6 +530,21 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 				return TALLY_ECORRUPT;
 			p += used;
 			n -= used;
+			continue;
+		}
+		if (tag & JT_EVENT) {
+			rocks_ev ev;
+
+			if (event_decode(p, n, tag, &ev, &used) ||
+			    ev.seq <= (r->ev_dirty->n ? r->ev_dirty->ev[
+			               r->ev_dirty->n - 1].seq : 0))
+				return TALLY_ECORRUPT;
+			p += used;
+			n -= used;
+			if (rocks_evgen_add(r->ev_dirty, &ev))
+				return TALLY_ENOMEM;
+			if (ev.seq > r->seq)
+				r->seq = ev.seq;
 			continue;
 		}
 		if (tag & ~(JT_EXISTS | JT_TOTALS))
@@ -502,6 +641,7 @@ int rocks_journal_load(rocks *r, const char *dir)
 	if (r->jseq < r->ck_upto)
 		r->jseq = r->ck_upto;
 	atomic_store(&r->st_counters, r->counters);
+	atomic_store(&r->st_seq, r->seq);
 	atomic_store(&r->st_dirty, hmap_count(r->dirty[0]) +
 	                           hmap_count(r->dirty[1]));
 	if (rc == TALLY_OK) {
@@ -532,10 +672,11 @@ void rocks_journal_close(rocks *r)
 
 			/* With nothing dirty, the last checkpoint covers
 			 * every record. */
-			covered = hmap_count(r->dirty[0]) +
-			          hmap_count(r->dirty[1]) == 0 ||
-			          ckpt_write(r, tab, r->jseq, r->counters) ==
-			          TALLY_OK;
+			covered = (hmap_count(r->dirty[0]) +
+			           hmap_count(r->dirty[1]) == 0 &&
+			           r->ev_dirty->n == 0) ||
+			          ckpt_write(r, tab, r->ev_dirty, r->jseq,
+			                     r->counters, r->seq) == TALLY_OK;
 		}
 	}
 	rocks_jfile_close(r, covered);
@@ -544,6 +685,9 @@ void rocks_journal_close(rocks *r)
 		hmap_free(r->frozen[t]);
 		hmap_free(r->spare[t]);
 	}
+	rocks_evgen_free(r->ev_dirty);
+	rocks_evgen_free(r->ev_frozen);
+	rocks_evgen_free(r->ev_spare);
 	if (r->ck_wb)
 		rocksdb_writebatch_destroy(r->ck_wb);
 	sorted_free(&r->ck_ents);

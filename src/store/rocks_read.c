@@ -136,8 +136,20 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
 	int64_t at;
 	int rc;
 
+	rocks_mem m;
+	rocks *r = (rocks *)s;
+
 	key_member_encode(key, o, member);
-	rc = rocks_get_i64((rocks *)s, CF_MEMBERS, key, sizeof key, &at);
+	/* Held across the column family's read: a checkpoint cannot move
+	 * the membership from memory to the table in between. */
+	rocks_dirty_rdlock(r);
+	if (rocks_events_member(r, key, &m)) {
+		rc = m.in ? TALLY_OK : TALLY_ENOTFOUND;
+		at = m.at_ms;
+	} else {
+		rc = rocks_get_i64(r, CF_MEMBERS, key, sizeof key, &at);
+	}
+	rocks_dirty_unlock(r);
 	if (rc == TALLY_OK && at_ms != NULL)
 		*at_ms = at;
 	return rc;
@@ -200,16 +212,56 @@ static uint64_t seek_seq(uint64_t before)
 	return before == 0 ? UINT64_MAX : before - 1;
 }
 
+/* The events in memory of one object or history (rocks_events_walk()),
+ * then, below the lowest of them, the column family's. */
+typedef struct walk_ctx {
+	uint64_t before;     /* seq bound, 0: none */
+	size_t limit, *n;
+	tally_entry *recent;
+	tally_history_entry *hist;
+	uint16_t *ctype_ids;
+	int64_t at_ms, *total; /* total_at */
+	int found;
+} walk_ctx;
+
+/* Where the column family's scan starts: below before, and below the
+ * events seen in memory (the table may hold them too, between a
+ * checkpoint's write and its reaping). */
+static uint64_t scan_before(uint64_t before, uint64_t low)
+{
+	if (low == UINT64_MAX)
+		return before;
+	return before == 0 || low < before ? low : before;
+}
+
+static int walk_total_at(void *arg, const rocks_ev *ev)
+{
+	walk_ctx *w = arg;
+
+	if (ev->at_ms > w->at_ms)
+		return 0;
+	*w->total = ev->total;
+	w->found = 1;
+	return 1;
+}
+
 int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
 {
 	rocks *r = (rocks *)s;
 	uint8_t prefix[KEY_OBJ_LEN], seek[KEY_LOG_LEN];
+	walk_ctx w = { .at_ms = at_ms, .total = out };
+	uint64_t low;
 	scan sc;
 	int rc;
 
 	*out = 0;
 	key_obj_encode(prefix, o);
-	key_log_encode(seek, o, UINT64_MAX);
+	rocks_dirty_rdlock(r);
+	low = rocks_events_walk(r, 0, prefix, walk_total_at, &w);
+	rocks_dirty_unlock(r);
+	if (w.found)
+		return TALLY_OK;
+	key_log_encode(seek, o, seek_seq(scan_before(0, low)));
 	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
@@ -230,6 +282,17 @@ int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
 	return scan_close(&sc, rc);
 }
 
+static int walk_recent(void *arg, const rocks_ev *ev)
+{
+	walk_ctx *w = arg;
+
+	if ((w->before != 0 && ev->seq >= w->before) || ev->member == 0)
+		return 0;
+	w->recent[*w->n] = (tally_entry){ ev->member, ev->at_ms, ev->d,
+	                                  ev->seq };
+	return ++*w->n == w->limit;
+}
+
 int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
                  tally_entry *out, size_t *n)
 {
@@ -238,9 +301,19 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	scan sc;
 	int rc;
 
+	walk_ctx w = { .before = before, .limit = limit, .n = n, .recent = out };
+	uint64_t low;
+
 	*n = 0;
+	if (limit == 0)
+		return TALLY_OK;
 	key_obj_encode(prefix, o);
-	key_log_encode(seek, o, seek_seq(before));
+	rocks_dirty_rdlock(r);
+	low = rocks_events_walk(r, 0, prefix, walk_recent, &w);
+	rocks_dirty_unlock(r);
+	if (*n == limit)
+		return TALLY_OK;
+	key_log_encode(seek, o, seek_seq(scan_before(before, low)));
 	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
@@ -266,6 +339,22 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	return scan_close(&sc, rc);
 }
 
+static int walk_hist(void *arg, const rocks_ev *ev)
+{
+	walk_ctx *w = arg;
+	tally_history_entry *e = &w->hist[*w->n];
+
+	if (w->before != 0 && ev->seq >= w->before)
+		return 0;
+	memset(e, 0, sizeof *e);
+	e->content = ev->obj.content;
+	e->at_ms = ev->at_ms;
+	e->delta = ev->d;
+	e->seq = ev->seq;
+	w->ctype_ids[*w->n] = ev->obj.ctype;
+	return ++*w->n == w->limit;
+}
+
 int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
                   uint64_t before, tally_history_entry *out,
                   uint16_t *ctype_ids, size_t *n)
@@ -275,9 +364,20 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	scan sc;
 	int rc;
 
+	walk_ctx w = { .before = before, .limit = limit, .n = n, .hist = out,
+	               .ctype_ids = ctype_ids };
+	uint64_t low;
+
 	*n = 0;
+	if (limit == 0)
+		return TALLY_OK;
 	key_hist_prefix_encode(prefix, member, ktype);
-	key_hist_encode(seek, member, ktype, seek_seq(before));
+	rocks_dirty_rdlock(r);
+	low = rocks_events_walk(r, 1, prefix, walk_hist, &w);
+	rocks_dirty_unlock(r);
+	if (*n == limit)
+		return TALLY_OK;
+	key_hist_encode(seek, member, ktype, seek_seq(scan_before(before, low)));
 	rc = scan_open(r, CF_HIST, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
@@ -309,28 +409,39 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 
 /* Backwards over the whole log: keys are object | ~seq, so walking from the
  * end visits each object's events oldest first. A snapshot keeps the walk
- * consistent while the committer writes. */
+ * consistent while the committer writes. Then the events still in memory,
+ * oldest first, but for those the snapshot holds already (a checkpoint
+ * written, not yet reaped): each object's events stay in seq order. */
 int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
                                        uint64_t seq, const val_log *v),
                    void *arg)
 {
 	rocks *r = (rocks *)s;
-	const rocksdb_snapshot_t *snap = rocksdb_create_snapshot(r->db);
+	const rocksdb_snapshot_t *snap;
 	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
 	rocksdb_iterator_t *it;
+	rocks_ev *evs = NULL;
+	size_t nev = 0;
+	uint64_t top = 0;
 	char *err = NULL;
-	int rc = TALLY_OK;
+	int rc;
 
-	if (snap == NULL || ro == NULL) {
-		if (ro)
-			rocksdb_readoptions_destroy(ro);
-		if (snap)
-			rocksdb_release_snapshot(r->db, snap);
+	if (ro == NULL)
+		return TALLY_ENOMEM;
+	/* Both under the lock: no freeze in between, so every event is in
+	 * the copy or the snapshot. */
+	rocks_dirty_rdlock(r);
+	rc = rocks_events_copy(r, &evs, &nev);
+	snap = rc == TALLY_OK ? rocksdb_create_snapshot(r->db) : NULL;
+	rocks_dirty_unlock(r);
+	if (snap == NULL) {
+		free(evs);
+		rocksdb_readoptions_destroy(ro);
 		return TALLY_ENOMEM;
 	}
 	rocksdb_readoptions_set_snapshot(ro, snap);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
-	/* The log's memtable is hashed by object: a walk across objects
+	/* The log's table has a prefix extractor: a walk across objects
 	 * must ask for total order. */
 	rocksdb_readoptions_set_total_order_seek(ro, 1);
 	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
@@ -348,11 +459,21 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 			rc = TALLY_ECORRUPT;
 		else
 			rc = fn(arg, &o, seq, &lv);
+		if (seq > top)
+			top = seq;
 	}
 	rocksdb_iter_get_error(it, &err);
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
 	rocksdb_release_snapshot(r->db, snap);
+	for (size_t i = 0; rc == TALLY_OK && err == NULL && i < nev; i++) {
+		const rocks_ev *ev = &evs[i];
+		val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
+
+		if (ev->seq > top)
+			rc = fn(arg, &ev->obj, ev->seq, &lv);
+	}
+	free(evs);
 	if (err)
 		return rocks_err(err);
 	return rc;

@@ -2901,8 +2901,8 @@ static void test_journal_files_hold_counter_batches(void **state)
 	CHECK_U64(b.store_entries - a.store_entries, 0);
 	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", f->db);
 	CHECK_TRUE(stat(jf, &st) == 0 && st.st_size > 0);
-	/* A like's record goes with its entries into RocksDB; a later
-	 * counter batch into the file again: replay keeps their order. */
+	/* A like's record goes to the file too; a later counter batch
+	 * after it: replay keeps their order. */
 	tally_event ev = ev_of("article", "like", 1, 1);
 	add_ok(f->t, &ev);
 	CHECK_OK(tally_incrby(f->t, "jf:0", 4, 1, NULL));
@@ -2948,6 +2948,104 @@ static void test_journal_files_hold_counter_batches(void **state)
 	CHECK_U64(a.counters, 101);
 }
 
+/* Every page of article 1's events, newest first: members n down to 1,
+ * with the unlikes of every 10th member after its like. */
+static void check_events_merged(tally *t, uint64_t n)
+{
+	tally_entry page[7];
+	uint64_t before = 0, seen = 0, last_seq = UINT64_MAX;
+	size_t got;
+	int64_t at;
+
+	CHECK_I64(count_of(t, "article", "like", 1), (int64_t)(n - n / 10));
+	do {
+		CHECK_OK(tally_recent(t, "article", "like", 1, 7, before, page,
+		                      &got));
+		for (size_t i = 0; i < got; i++) {
+			/* Strictly older each time: no event twice, across
+			 * memory and the tables. */
+			CHECK_TRUE(page[i].seq < last_seq);
+			last_seq = page[i].seq;
+			before = page[i].seq;
+			seen++;
+		}
+	} while (got == 7);
+	CHECK_U64(seen, n + n / 10);
+	for (uint64_t m = 1; m <= n; m++)
+		CHECK_RC(tally_has(t, "article", "like", 1, m, &at),
+		         m % 10 == 0 ? TALLY_ENOTFOUND : TALLY_OK);
+	/* Member 7 liked articles 1 and 2, in that order. */
+	tally_history_entry h[4];
+	CHECK_OK(tally_history(t, 7, "like", 4, 0, h, &got));
+	CHECK_U64(got, 2);
+	CHECK_U64(h[0].content, 2);
+	CHECK_U64(h[1].content, 1);
+	CHECK_TRUE(h[0].seq > h[1].seq);
+}
+
+static int count_scanned(void *arg, const tally_event_rec *ev)
+{
+	uint64_t *seen = arg;
+
+	/* Oldest first within an object; objects 1 and 2 only. */
+	if (ev->content == 1) {
+		if (ev->seq <= seen[1])
+			return 1;
+		seen[1] = ev->seq;
+	}
+	seen[0]++;
+	return 0;
+}
+
+/* Events stay in memory until a checkpoint writes them to the tables
+ * (here every 256 events: cache_entries_max / 4). Reads merge both,
+ * without losing or repeating an event, and a crash image replays the
+ * ones in memory from the journal. */
+static void test_events_in_memory_merge_with_tables(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	char img[PATH_MAX];
+	uint64_t seen[2] = { 0, 0 };
+	tally_stats st;
+	tally *c = NULL;
+	const uint64_t n = 1000;
+
+	o.cache_entries_max = 1024;
+	fx_reopen_with(f, &o);
+	for (uint64_t m = 1; m <= n; m++) {
+		tally_event ev = ev_of("article", "like", 1, m);
+
+		add_ok(f->t, &ev);
+		if (m % 10 == 0)
+			remove_ok(f->t, &ev);
+	}
+	tally_event ev7 = ev_of("article", "like", 2, 7);
+	add_ok(f->t, &ev7);
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_TRUE(st.store_checkpoints >= 2);
+	check_events_merged(f->t, n);
+	CHECK_OK(tally_events_scan(f->t, count_scanned, seen));
+	CHECK_U64(seen[0], n + n / 10 + 1);
+
+	/* What kill -9 leaves: the events of the records after the last
+	 * checkpoint come back from the journal. */
+	snprintf(img, sizeof img, "%s/img", f->dir);
+	copy_folder(f->db, img);
+	CHECK_OK(tally_open(img, &o, &c));
+	check_events_merged(c, n);
+	CHECK_OK(tally_stats_get(c, &st));
+	CHECK_U64(st.last_seq, n + n / 10 + 1);
+	tally_closep(&c);
+
+	/* A clean close writes them all to the tables. */
+	fx_reopen(f);
+	check_events_merged(f->t, n);
+	seen[0] = seen[1] = 0;
+	CHECK_OK(tally_events_scan(f->t, count_scanned, seen));
+	CHECK_U64(seen[0], n + n / 10 + 1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -2975,6 +3073,7 @@ int main(void)
 	    T(test_mcount_many_objects),
 	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_journal_files_hold_counter_batches),
+	    T(test_events_in_memory_merge_with_tables),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
 	    T(test_type_add_then_use_survives_reopen),

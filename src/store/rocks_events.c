@@ -1,0 +1,281 @@
+/* rocks_events.c: the events and memberships written since the last
+ * checkpoint, held in memory until the checkpoint thread writes them to the
+ * log, history and membership column families, sorted, in its one write.
+ * Their journal records make them durable; reads merge them with the
+ * column families.
+ *
+ * Why: a like cost three memtable inserts on the committer, and each
+ * hashed memtable's flush sorted it whole first: half of tallyd's CPU
+ * under random likes went to that sort alone (docs/PERFORMANCE.md). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/varint.h"
+#include "store/rocks_int.h"
+
+/* Chain links are 1-based event numbers in a uint32_t. */
+#define GEN_MAX_EVENTS (UINT32_MAX - 1)
+
+rocks_evgen *rocks_evgen_create(void)
+{
+	rocks_evgen *g = calloc(1, sizeof *g);
+
+	if (g == NULL)
+		return NULL;
+	g->by_obj = hmap_create(sizeof(uint32_t));
+	g->by_hist = hmap_create(sizeof(uint32_t));
+	g->members = hmap_create(sizeof(rocks_mem));
+	if (!g->by_obj || !g->by_hist || !g->members) {
+		rocks_evgen_free(g);
+		return NULL;
+	}
+	return g;
+}
+
+void rocks_evgen_free(rocks_evgen *g)
+{
+	if (g == NULL)
+		return;
+	hmap_free(g->by_obj);
+	hmap_free(g->by_hist);
+	hmap_free(g->members);
+	free(g->ev);
+	free(g);
+}
+
+void rocks_evgen_clear(rocks_evgen *g)
+{
+	g->n = 0;
+	hmap_clear(g->by_obj);
+	hmap_clear(g->by_hist);
+	hmap_clear(g->members);
+}
+
+int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		rocks_ev *p = realloc(*arr, c * sizeof *p);
+
+		if (p == NULL)
+			return -1;
+		*arr = p;
+		*cap = c;
+	}
+	(*arr)[(*n)++] = *ev;
+	return 0;
+}
+
+int rocks_evgen_add(rocks_evgen *g, const rocks_ev *src)
+{
+	uint8_t okey[KEY_OBJ_LEN], hkey[KEY_HIST_PREFIX_LEN];
+	uint32_t *head_obj, *head_hist = NULL;
+	rocks_ev *ev;
+
+	if (g->n >= GEN_MAX_EVENTS)
+		return -1;
+	key_obj_encode(okey, &src->obj);
+	head_obj = hmap_put(g->by_obj, okey, sizeof okey, NULL);
+	if (head_obj == NULL)
+		return -1;
+	if (src->member != 0) {
+		key_hist_prefix_encode(hkey, src->member, src->obj.ktype);
+		head_hist = hmap_put(g->by_hist, hkey, sizeof hkey, NULL);
+		if (head_hist == NULL)
+			return -1;
+	}
+	if (src->unique) {
+		uint8_t mkey[KEY_MEMBER_LEN];
+		rocks_mem *m;
+
+		assert(src->member != 0 && (src->d == 1 || src->d == -1));
+		key_member_encode(mkey, &src->obj, src->member);
+		m = hmap_put(g->members, mkey, sizeof mkey, NULL);
+		if (m == NULL)
+			return -1;
+		m->in = src->d > 0;
+		m->at_ms = src->at_ms;
+	}
+	if (rocks_ev_push(&g->ev, &g->n, &g->cap, src))
+		return -1;
+	ev = &g->ev[g->n - 1];
+	assert(g->n == 1 || g->ev[g->n - 2].seq < ev->seq);
+	ev->prev_obj = *head_obj;
+	*head_obj = (uint32_t)g->n;
+	ev->prev_hist = 0;
+	if (head_hist != NULL) {
+		ev->prev_hist = *head_hist;
+		*head_hist = (uint32_t)g->n;
+	}
+	return 0;
+}
+
+int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out)
+{
+	const rocks_evgen *gens[2] = { r->ev_dirty, r->ev_frozen };
+
+	for (int i = 0; i < 2; i++) {
+		const rocks_mem *m;
+
+		if (gens[i] == NULL)
+			continue;
+		m = hmap_get(gens[i]->members, key, KEY_MEMBER_LEN);
+		if (m != NULL) {
+			*out = *m;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+uint64_t rocks_events_walk(rocks *r, int hist, const uint8_t *prefix,
+                           int (*fn)(void *arg, const rocks_ev *ev),
+                           void *arg)
+{
+	const rocks_evgen *gens[2] = { r->ev_dirty, r->ev_frozen };
+	size_t plen = hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN;
+	uint64_t low = UINT64_MAX;
+
+	for (int i = 0; i < 2; i++) {
+		const rocks_evgen *g = gens[i];
+		const uint32_t *head;
+
+		if (g == NULL)
+			continue;
+		head = hmap_get(hist ? g->by_hist : g->by_obj, prefix, plen);
+		for (uint32_t at = head ? *head : 0; at != 0;) {
+			const rocks_ev *ev = &g->ev[at - 1];
+
+			assert(ev->seq < low);
+			low = ev->seq;
+			if (fn(arg, ev))
+				return low;
+			at = hist ? ev->prev_hist : ev->prev_obj;
+		}
+	}
+	return low;
+}
+
+/* A map's keys, for sorting: the key and its value (a chain head or a
+ * membership). */
+typedef struct keyref {
+	const uint8_t *key;
+	const void *val;
+} keyref;
+
+#define KEYREF_CMP(name, len)                                              \
+	static int name(const void *a, const void *b)                      \
+	{                                                                  \
+		return memcmp(((const keyref *)a)->key,                    \
+		              ((const keyref *)b)->key, len);              \
+	}
+KEYREF_CMP(cmp_obj, KEY_OBJ_LEN)
+KEYREF_CMP(cmp_hist, KEY_HIST_PREFIX_LEN)
+KEYREF_CMP(cmp_member, KEY_MEMBER_LEN)
+
+/* The map's keys (all of length len) in byte order: *out malloc()ed. */
+static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
+{
+	size_t pos = 0, klen, k = 0;
+	const void *key;
+	void *val;
+
+	*n = hmap_count(m);
+	*out = malloc((*n ? *n : 1) * sizeof **out);
+	if (*out == NULL)
+		return -1;
+	while (hmap_next(m, &pos, &key, &klen, &val)) {
+		assert(klen == len && k < *n);
+		(*out)[k++] = (keyref){ key, val };
+	}
+	qsort(*out, *n, sizeof **out, len == KEY_OBJ_LEN ? cmp_obj :
+	      len == KEY_HIST_PREFIX_LEN ? cmp_hist : cmp_member);
+	return 0;
+}
+
+int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+                      rocksdb_column_family_handle_t *const *cfs)
+{
+	keyref *refs;
+	size_t n;
+
+	/* Log: objects in key order, each one's chain newest first, which
+	 * is key order too (seqs are stored inverted). Only the distinct
+	 * objects are sorted. */
+	if (keys_sorted(g->by_obj, KEY_OBJ_LEN, &refs, &n))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
+			const rocks_ev *ev = &g->ev[at - 1];
+			uint8_t k[KEY_LOG_LEN], v[VAL_EVENT_MAX];
+			val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
+
+			key_log_encode(k, &ev->obj, ev->seq);
+			rocksdb_writebatch_put_cf(wb, cfs[CF_LOG], (char *)k,
+			                          sizeof k, (char *)v,
+			                          val_log_encode(v, &lv));
+			at = ev->prev_obj;
+		}
+	}
+	free(refs);
+	if (keys_sorted(g->by_hist, KEY_HIST_PREFIX_LEN, &refs, &n))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
+			const rocks_ev *ev = &g->ev[at - 1];
+			uint8_t k[KEY_HIST_LEN], v[VAL_EVENT_MAX];
+			val_hist hv = { ev->obj.ctype, ev->obj.content,
+			                ev->at_ms, ev->d };
+
+			key_hist_encode(k, ev->member, ev->obj.ktype, ev->seq);
+			rocksdb_writebatch_put_cf(wb, cfs[CF_HIST], (char *)k,
+			                          sizeof k, (char *)v,
+			                          val_hist_encode(v, &hv));
+			at = ev->prev_hist;
+		}
+	}
+	free(refs);
+	if (keys_sorted(g->members, KEY_MEMBER_LEN, &refs, &n))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const rocks_mem *m = refs[i].val;
+		uint8_t buf[VARINT_MAX];
+
+		if (m->in)
+			rocksdb_writebatch_put_cf(wb, cfs[CF_MEMBERS],
+			                          (const char *)refs[i].key,
+			                          KEY_MEMBER_LEN, (char *)buf,
+			                          varint_put_i64(buf, m->at_ms));
+		else
+			rocksdb_writebatch_delete_cf(wb, cfs[CF_MEMBERS],
+			                             (const char *)refs[i].key,
+			                             KEY_MEMBER_LEN);
+	}
+	free(refs);
+	return 0;
+}
+
+int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n)
+{
+	const rocks_evgen *gens[2] = { r->ev_frozen, r->ev_dirty };
+	size_t total = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (int i = 0; i < 2; i++)
+		total += gens[i] ? gens[i]->n : 0;
+	if (total == 0)
+		return TALLY_OK;
+	*out = malloc(total * sizeof **out);
+	if (*out == NULL)
+		return TALLY_ENOMEM;
+	for (int i = 0; i < 2; i++) {
+		if (gens[i] == NULL || gens[i]->n == 0)
+			continue;
+		memcpy(*out + k, gens[i]->ev, gens[i]->n * sizeof **out);
+		k += gens[i]->n;
+	}
+	*n = total;
+	return TALLY_OK;
+}
