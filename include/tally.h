@@ -155,15 +155,17 @@ typedef struct tally_options {
 	/** How long an idempotency token is remembered, in ms. 0: 600000
 	 *  (10 minutes). Range 1000..604800000 (7 days). */
 	uint32_t token_retention_ms;
-	/** Most counter values and totals the committer keeps in memory.
+	/** Most counter values and totals the committer keeps in memory;
+	 *  a quarter as many events wait in memory for a checkpoint.
 	 *  0: 1048576. Range 1024..1073741824. */
 	uint32_t cache_entries_max;
 	/** RocksDB block cache in MiB. 0: 64. Range 1..1048576. */
 	uint32_t block_cache_mb;
-	/** rocksdb store: named counters and object totals are journaled in
-	 *  each batch and written to their own tables by a background
-	 *  checkpoint once this many KiB of journal have accumulated (or
-	 *  cache_entries_max values changed): it bounds what an open after a
+	/** rocksdb store: named counters, object totals and events are
+	 *  journaled in each batch and written to their own tables by a
+	 *  background checkpoint once this many KiB of journal have
+	 *  accumulated (or cache_entries_max values, or a quarter as many
+	 *  events, changed): it bounds what an open after a
 	 *  crash replays, and each of the two journal files in the data
 	 *  folder (twice this, plus 1 MiB). 0: 65536 (64 MiB). Range
 	 *  4..4194304. */

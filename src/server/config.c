@@ -27,7 +27,7 @@ static const char usage[] =
 "  --durability MODE       sync: ack after fsync (default); async: ack after\n"
 "                          apply, fsync every --flush-ms\n"
 "  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
-"  --checkpoint-kib N      rocksdb store: KiB of counter journal between\n"
+"  --checkpoint-kib N      rocksdb store: KiB of journal between\n"
 "                          background checkpoints (65536; 4..4194304)\n"
 "  --store NAME            rocksdb (default) or redis-cluster\n"
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"

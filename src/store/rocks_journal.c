@@ -1,8 +1,9 @@
-/* rocks_journal.c: named counters and object totals kept in memory and
- * written to their column families behind the committer. A batch writes
- * one journal record (the absolute values it changed) into the meta column
- * family, in its own atomic write, instead of one RocksDB entry per value;
- * the values live on in the dirty tables, which reads consult first.
+/* rocks_journal.c: named counters, object totals and events kept in memory
+ * and written to their column families behind the committer. A batch
+ * writes one journal record (the absolute values it changed, the events it
+ * logged) instead of one RocksDB entry per value or event; the values live
+ * on in the dirty tables and the events in rocks_events.c's generations,
+ * which reads consult first.
  *
  * Why: a random-key INCR load spent most of its time inserting into
  * RocksDB's memtable skiplist, one descent per counter per batch. A
@@ -12,8 +13,8 @@
  * A record goes into the journal files (rocks_jfile.c) when the batch
  * writes nothing else, else into the batch's own RocksDB write.
  *
- * When the dirty tables pass a bound they are frozen and the checkpoint
- * thread writes them out as puts and deletes, deleting the RocksDB records
+ * When the dirty tables or events pass a bound they are frozen and the
+ * checkpoint thread writes them out as puts and deletes, deleting the RocksDB records
  * they cover and noting the last number covered (META_JCKPT) in the same
  * synced atomic write. At open, the records above that number, from
  * RocksDB and the files, are replayed in number order (later ones win:

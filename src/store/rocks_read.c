@@ -455,10 +455,11 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 		val_log lv;
 
 		if (key_log_decode((const uint8_t *)k, klen, &o, &seq) ||
-		    val_log_decode((const uint8_t *)v, vlen, &lv))
+		    val_log_decode((const uint8_t *)v, vlen, &lv)) {
 			rc = TALLY_ECORRUPT;
-		else
-			rc = fn(arg, &o, seq, &lv);
+			break;
+		}
+		rc = fn(arg, &o, seq, &lv);
 		if (seq > top)
 			top = seq;
 	}
