@@ -194,49 +194,60 @@ static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
 	return 0;
 }
 
+/* One table's entries of the events: log (hist 0) or history (hist 1).
+ * Chains in key order, each one newest first, which is key order too
+ * (seqs are stored inverted): only the distinct objects or members are
+ * sorted. */
+static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+                        rocksdb_column_family_handle_t *cf, int hist)
+{
+	keyref *refs;
+	size_t n;
+
+	if (keys_sorted(hist ? g->by_hist : g->by_obj,
+	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, &refs, &n))
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
+			const rocks_ev *ev = &g->ev[at - 1];
+			uint8_t k[KEY_LOG_LEN], v[VAL_EVENT_MAX];
+			size_t klen, vlen;
+
+			if (hist) {
+				val_hist hv = { ev->obj.ctype, ev->obj.content,
+				                ev->at_ms, ev->d };
+
+				key_hist_encode(k, ev->member, ev->obj.ktype,
+				                ev->seq);
+				klen = KEY_HIST_LEN;
+				vlen = val_hist_encode(v, &hv);
+				at = ev->prev_hist;
+			} else {
+				val_log lv = { ev->member, ev->at_ms, ev->d,
+				               ev->total };
+
+				key_log_encode(k, &ev->obj, ev->seq);
+				klen = KEY_LOG_LEN;
+				vlen = val_log_encode(v, &lv);
+				at = ev->prev_obj;
+			}
+			rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen,
+			                          (char *)v, vlen);
+		}
+	}
+	free(refs);
+	return 0;
+}
+
 int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
                       rocksdb_column_family_handle_t *const *cfs)
 {
 	keyref *refs;
 	size_t n;
 
-	/* Log: objects in key order, each one's chain newest first, which
-	 * is key order too (seqs are stored inverted). Only the distinct
-	 * objects are sorted. */
-	if (keys_sorted(g->by_obj, KEY_OBJ_LEN, &refs, &n))
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
-			const rocks_ev *ev = &g->ev[at - 1];
-			uint8_t k[KEY_LOG_LEN], v[VAL_EVENT_MAX];
-			val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
-
-			key_log_encode(k, &ev->obj, ev->seq);
-			rocksdb_writebatch_put_cf(wb, cfs[CF_LOG], (char *)k,
-			                          sizeof k, (char *)v,
-			                          val_log_encode(v, &lv));
-			at = ev->prev_obj;
-		}
-	}
-	free(refs);
-	if (keys_sorted(g->by_hist, KEY_HIST_PREFIX_LEN, &refs, &n))
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
-			const rocks_ev *ev = &g->ev[at - 1];
-			uint8_t k[KEY_HIST_LEN], v[VAL_EVENT_MAX];
-			val_hist hv = { ev->obj.ctype, ev->obj.content,
-			                ev->at_ms, ev->d };
-
-			key_hist_encode(k, ev->member, ev->obj.ktype, ev->seq);
-			rocksdb_writebatch_put_cf(wb, cfs[CF_HIST], (char *)k,
-			                          sizeof k, (char *)v,
-			                          val_hist_encode(v, &hv));
-			at = ev->prev_hist;
-		}
-	}
-	free(refs);
-	if (keys_sorted(g->members, KEY_MEMBER_LEN, &refs, &n))
+	if (write_chains(g, wb, cfs[CF_LOG], 0) ||
+	    write_chains(g, wb, cfs[CF_HIST], 1) ||
+	    keys_sorted(g->members, KEY_MEMBER_LEN, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const rocks_mem *m = refs[i].val;

@@ -1,5 +1,6 @@
-/* rocks_sorted.h: a batch's entries collected, then handed to the RocksDB
- * write batch sorted by column family and key. RocksDB's memtable inserts
+/* rocks_sorted.h: a checkpoint's values collected, then handed to the
+ * RocksDB write batch sorted by column family and key (events are sorted
+ * by rocks_events.c, along their chains). RocksDB's memtable inserts
  * reuse the previous insert's skiplist position, so sorted inserts cost a
  * short local search instead of a full descent each (the profile of a like
  * load spent half its time in that descent). */
