@@ -646,8 +646,11 @@ typedef struct tally_stats {
 	uint64_t token_hits;      /**< retried tokens answered from memory */
 	uint64_t batches;         /**< store batches committed */
 	uint64_t batch_ops_max;   /**< largest batch seen, in writes */
-	uint64_t store_entries;   /**< store entries written (puts, merges,
-	                               deletes) */
+	uint64_t store_entries;   /**< RocksDB entries written by the
+	                               batches themselves (puts, merges,
+	                               deletes: types, request IDs); values
+	                               and events reach their tables later,
+	                               at checkpoints, and are not counted */
 	uint64_t syncs;           /**< durable store writes (each ends in an
 	                               fsync) and async-mode flushes */
 	uint64_t sync_ns_total;   /**< time spent in them: the whole store
