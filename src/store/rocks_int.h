@@ -135,10 +135,12 @@ typedef struct rocks {
 	int64_t counters_delta; /* this batch */
 	/* The journal (rocks_journal.c). Index 0: named counters, 1: object
 	 * totals. dirty: values changed since the last freeze; frozen: those
-	 * the checkpoint thread is writing out (or NULL); spare: an empty
-	 * table for the next freeze. The committer changes them under
-	 * dirty_lock (write); readers look up under it (read). */
-	hmap *dirty[2], *frozen[2], *spare[2];
+	 * the checkpoint thread is writing out (or NULL); clean: those the
+	 * last checkpoint wrote, which agree with the column families and
+	 * spare reads of them a RocksDB lookup; spare: an empty table for
+	 * the next freeze. The committer changes them under dirty_lock
+	 * (write); readers look up under it (read). */
+	hmap *dirty[2], *frozen[2], *clean[2], *spare[2];
 	/* The events' generations, likewise, under the same lock. */
 	rocks_evgen *ev_dirty, *ev_frozen, *ev_spare;
 	rocks_ev *bev;       /* this batch's events, committed into ev_dirty */

@@ -190,6 +190,8 @@ int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
 	if (v == NULL && r->frozen[t] != NULL)
 		v = hmap_get(r->frozen[t], key, len);
 	if (v == NULL)
+		v = hmap_get(r->clean[t], key, len);
+	if (v == NULL)
 		return 0;
 	*out = *v;
 	return 1;
@@ -203,6 +205,7 @@ void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
 	hmap_prefetch(r->dirty[t], key, len, deep);
 	if (r->frozen[t] != NULL)
 		hmap_prefetch(r->frozen[t], key, len, deep);
+	hmap_prefetch(r->clean[t], key, len, deep);
 }
 
 void rocks_dirty_rdlock(rocks *r)
@@ -274,9 +277,13 @@ static int reap(rocks *r)
 	if (err != TALLY_OK)
 		return err; /* the frozen tables stay: reads still need them */
 	pthread_rwlock_wrlock(&r->dirty_lock);
+	/* The values just written stay readable from memory until the next
+	 * checkpoint replaces them; newer ones shadow them from the dirty
+	 * and frozen tables, and nothing else writes values to the store. */
 	for (int t = 0; t < 2; t++) {
-		hmap_clear(r->frozen[t]);
-		r->spare[t] = r->frozen[t];
+		hmap_clear(r->clean[t]);
+		r->spare[t] = r->clean[t];
+		r->clean[t] = r->frozen[t];
 		r->frozen[t] = NULL;
 	}
 	rocks_evgen_clear(r->ev_frozen);
@@ -487,7 +494,9 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 	for (int t = 0; t < 2; t++) {
 		r->dirty[t] = hmap_create(sizeof(rocks_val));
 		r->spare[t] = hmap_create(sizeof(rocks_val));
-		if (r->dirty[t] == NULL || r->spare[t] == NULL)
+		r->clean[t] = hmap_create(sizeof(rocks_val));
+		if (r->dirty[t] == NULL || r->spare[t] == NULL ||
+		    r->clean[t] == NULL)
 			return TALLY_ENOMEM;
 	}
 	r->ev_dirty = rocks_evgen_create();
@@ -685,6 +694,7 @@ void rocks_journal_close(rocks *r)
 		hmap_free(r->dirty[t]);
 		hmap_free(r->frozen[t]);
 		hmap_free(r->spare[t]);
+		hmap_free(r->clean[t]);
 	}
 	rocks_evgen_free(r->ev_dirty);
 	rocks_evgen_free(r->ev_frozen);
