@@ -262,7 +262,8 @@ void rocks_journal_discard(rocks *r);
  * dirty tables; reap a finished checkpoint; freeze when due. On an error
  * that leaves the tables behind the store, sets r->failed. */
 void rocks_journal_commit(rocks *r);
-/* A dirty or frozen value of cf (CF_NAMED or CF_TOTALS): 1 and *out, or 0.
+/* A value of cf (CF_NAMED or CF_TOTALS) held in memory (dirty, frozen, or
+ * clean: written by the last checkpoint): 1 and *out, or 0.
  * The committer calls it bare; other threads between rdlock and unlock. */
 int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
                      rocks_val *out);
