@@ -650,7 +650,8 @@ typedef struct tally_stats {
 	                               batches themselves (puts, merges,
 	                               deletes: types, request IDs); values
 	                               and events reach their tables later,
-	                               at checkpoints, and are not counted */
+	                               at checkpoints, counted in
+	                               store_checkpoint_entries */
 	uint64_t syncs;           /**< durable store writes (each ends in an
 	                               fsync) and async-mode flushes */
 	uint64_t sync_ns_total;   /**< time spent in them: the whole store
@@ -683,6 +684,11 @@ typedef struct tally_stats {
 	/** rocksdb store: checkpoints done (dirty values written out to their
 	 *  tables in the background, and the journal behind them dropped). */
 	uint64_t store_checkpoints;
+	/** rocksdb store: RocksDB entries those checkpoints wrote (values
+	 *  and their deletions, events, memberships and the journal
+	 *  position), the rest of what reaches RocksDB besides
+	 *  store_entries. */
+	uint64_t store_checkpoint_entries;
 } tally_stats;
 
 /**

@@ -1077,6 +1077,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.shard_growths = ss.shard_growths,
 		.store_dirty = ss.dirty,
 		.store_checkpoints = ss.checkpoints,
+		.store_checkpoint_entries = ss.checkpoint_entries,
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);

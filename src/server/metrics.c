@@ -149,6 +149,9 @@ char *metrics_text(void *arg, size_t *len)
 		prom_counter(&t, "store_checkpoints_total",
 		             "Dirty counter values written out to their tables",
 		             st.store_checkpoints);
+		prom_counter(&t, "store_checkpoint_entries_total",
+		             "RocksDB entries written by checkpoints",
+		             st.store_checkpoint_entries);
 	}
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
@@ -189,10 +192,12 @@ char *info_text(srv *s, const char *section, size_t *len)
 		tx(&t, "# Persistence\r\nloading:0\r\nstore_status:%s\r\n"
 		   "store_failures:%" PRIu64 "\r\nstore_recoveries:%" PRIu64
 		   "\r\nstore_dirty:%" PRIu64 "\r\nstore_checkpoints:%"
-		   PRIu64 "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
+		   PRIu64 "\r\nstore_checkpoint_entries:%" PRIu64
+		   "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
 		   st.store_error == TALLY_ENOSPC ? "failed-no-space" :
 		   "failed-io-error", st.store_failures, st.store_recoveries,
-		   st.store_dirty, st.store_checkpoints);
+		   st.store_dirty, st.store_checkpoints,
+		   st.store_checkpoint_entries);
 	if (section_on(section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 		   "total_commands_processed:%" PRIu64 "\r\n"

@@ -551,6 +551,7 @@ static void rocks_stats(store *s, store_stats *out)
 	rocks *r = (rocks *)s;
 
 	out->entries = atomic_load(&r->st_entries);
+	out->checkpoint_entries = atomic_load(&r->st_ck_entries);
 	out->syncs = atomic_load(&r->st_syncs);
 	out->sync_ns = atomic_load(&r->st_sync_ns);
 	out->last_seq = atomic_load(&r->st_seq);

@@ -181,6 +181,7 @@ typedef struct rocks {
 	_Atomic uint64_t st_counters;
 	_Atomic uint64_t st_dirty;
 	_Atomic uint64_t st_checkpoints;
+	_Atomic uint64_t st_ck_entries; /* entries checkpoints wrote */
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rocks;
 

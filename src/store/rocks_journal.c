@@ -394,6 +394,7 @@ static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
 {
 	uint8_t lo[JKEY_LEN], hi[JKEY_LEN], up[8], cn[8], sq[8];
 	const uint8_t ukey = META_JCKPT, ckey = META_COUNTERS, skey = META_SEQ;
+	uint64_t entries;
 	char *err = NULL;
 	int rc = mem_entries(r, &r->ck_ents, r->ck_wb, tab, evs);
 	if (rc != TALLY_OK)
@@ -415,10 +416,12 @@ static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
 	/* Synced: the journal file records it covers are written over once
 	 * the committer sees it done (rocks_jfile_turn()). One fsync per
 	 * checkpoint, on this thread. */
+	entries = (uint64_t)rocksdb_writebatch_count(r->ck_wb);
 	rocksdb_write(r->db, r->wo_sync, r->ck_wb, &err);
 	rocksdb_writebatch_clear(r->ck_wb);
 	if (err)
 		return rocks_write_err(err);
+	atomic_fetch_add(&r->st_ck_entries, entries);
 	return TALLY_OK;
 }
 
