@@ -686,8 +686,8 @@ typedef struct tally_stats {
 	uint64_t store_checkpoints;
 	/** rocksdb store: RocksDB entries those checkpoints wrote (values
 	 *  and their deletions, events, memberships and the journal
-	 *  position), the rest of what reaches RocksDB besides
-	 *  store_entries. */
+	 *  position). With store_entries, all that reaches RocksDB but
+	 *  what tally_compact() writes out of memory first. */
 	uint64_t store_checkpoint_entries;
 } tally_stats;
 

@@ -178,14 +178,14 @@ static keyref *radix_sort(keyref *a, keyref *tmp, size_t n, size_t len)
 {
 	size_t count[256];
 
-	for (size_t b = len; b-- > 0;) {
+	for (size_t b = len; n > 1 && b-- > 0;) {
 		size_t pos = 0;
 		keyref *t;
 
 		memset(count, 0, sizeof count);
 		for (size_t i = 0; i < n; i++)
 			count[a[i].key[b]]++;
-		if (n == 0 || count[a[0].key[b]] == n)
+		if (count[a[0].key[b]] == n)
 			continue;
 		for (int d = 0; d < 256; d++) {
 			size_t c = count[d];
