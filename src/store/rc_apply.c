@@ -18,7 +18,11 @@
 
 #include "store/rc_int.h"
 
-#define RC_WAIT_TIMEOUT_MS 5000
+/* WAIT's own timeout stays below the cluster client's command timeout (2 s,
+ * cluster.h): a replica that lags past it gets WAIT's count, a clean "not
+ * on enough replicas", instead of a reply given up on, which costs the
+ * connection and reads as an outcome unknown. */
+#define RC_WAIT_TIMEOUT_MS 1500
 
 /* G_HOT: increments of a counter that carry client ids (each its own
  * script), counted for hot-counter growth only. */

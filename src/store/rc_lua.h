@@ -4,7 +4,13 @@
  * the saved result instead of applying the write a second time.
  *
  * Lua numbers are doubles, so no script does int64 arithmetic itself: Redis
- * does it (INCRBY refuses to overflow) and values travel as strings. */
+ * does it (INCRBY refuses to overflow) and values travel as strings.
+ *
+ * A token found is written again, unchanged (SET ... KEEPTTL), before its
+ * answer: WAIT waits for the client's own earlier writes, and a run that
+ * only read would leave the write the token stands for outside the WAIT
+ * that acknowledges it (--redis-wait: the first run may be on the master
+ * alone). */
 #ifndef TALLY_RC_LUA_H
 #define TALLY_RC_LUA_H
 
@@ -28,7 +34,7 @@
  * first run and changes nothing. */
 #define RC_LUA_ADD \
 "local t = redis.call('GET', KEYS[2])\n" \
-"if t then return t end\n" \
+"if t then redis.call('SET', KEYS[2], t, 'KEEPTTL'); return t end\n" \
 "local n = '1'\n" \
 "if KEYS[3] then n = redis.call('GET', KEYS[3]) or '1' end\n" \
 "local s\n" \
@@ -64,7 +70,7 @@
  * counter has more than one shard (nothing changed). */
 #define RC_LUA_SETDEL \
 "local t = redis.call('GET', KEYS[3])\n" \
-"if t then return t end\n" \
+"if t then redis.call('SET', KEYS[3], t, 'KEEPTTL'); return t end\n" \
 "local r\n" \
 "if tonumber(redis.call('GET', KEYS[2]) or '1') > 1 then r = 'S'\n" \
 "elseif ARGV[2] == 's' then redis.call('SET', KEYS[1], ARGV[3]); r = ARGV[3]\n" \
@@ -79,7 +85,7 @@
  * answer prefixed with "=" (the change was made once, earlier). */
 #define RC_LUA_MEMBER \
 "local t = redis.call('GET', KEYS[2])\n" \
-"if t then return '=' .. t end\n" \
+"if t then redis.call('SET', KEYS[2], t, 'KEEPTTL'); return '=' .. t end\n" \
 "local c\n" \
 "if ARGV[4] == 'a' then c = redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3])\n" \
 "else c = redis.call('HDEL', KEYS[1], ARGV[2]) end\n" \
@@ -93,7 +99,7 @@
  * Returns the entry's number, or 0 when the token was there already. */
 #define RC_LUA_LOG \
 "if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[1]) then\n" \
-"  return 0 end\n" \
+"  redis.call('SET', KEYS[3], '1', 'KEEPTTL'); return 0 end\n" \
 "local q = redis.call('INCR', KEYS[2])\n" \
 "redis.call('LPUSH', KEYS[1], q .. ':' .. ARGV[3])\n" \
 "redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1)\n" \

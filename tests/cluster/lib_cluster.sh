@@ -7,7 +7,8 @@
 #
 # Gives: CL_PORTS (every node's port), CL_SEEDS ("127.0.0.1:P,..." of all
 # nodes), ccli PORT ARGS (redis-cli on a node, bounded in time),
-# cluster_masters / cluster_replica_of PORT / cluster_kill_master PORT /
+# cluster_masters / cluster_replica_of PORT / owner_of_counter NAME /
+# probe_on PORT / cluster_kill_master PORT /
 # cluster_pause PORT MS / cluster_wait_ok / cluster_flush. Nodes run with
 # cluster-node-timeout 2000 ms, so a failover takes a few seconds.
 # lib.sh sources this file itself when TALLY_TEST_STORE=redis-cluster.
@@ -181,6 +182,32 @@ cluster_master_of_slot() {
 			}'
 		return 0
 	done
+}
+
+# A node that is up, to ask what does not depend on the node.
+live_port() {
+	local p
+	for p in "${CL_PORTS[@]}"; do
+		_cl_live "$p" && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# Master owning counter NAME's shard 0.
+owner_of_counter() {
+	cluster_master_of_slot "$(ccli "$(live_port)" cluster keyslot "t:c:{$1}")"
+}
+
+# A counter name (probeN) whose shard 0 lives on the master on PORT.
+probe_on() {
+	local k
+	for ((k = 1; k < 200; k++)); do
+		if [ "$(owner_of_counter "probe$k")" = "$1" ]; then
+			echo "probe$k"
+			return 0
+		fi
+	done
+	return 1
 }
 
 # Kill (SIGKILL) the master on PORT and wait until its replica is master

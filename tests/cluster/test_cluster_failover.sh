@@ -15,32 +15,6 @@ FL=$BUILD_DIR/failover_load
 cluster_start no
 CS=(--store redis-cluster --cluster "$CL_SEEDS")
 
-# A node that is up, to ask what does not depend on the node.
-live_port() {
-	local p
-	for p in "${CL_PORTS[@]}"; do
-		_cl_live "$p" && { echo "$p"; return 0; }
-	done
-	return 1
-}
-
-# Master owning counter NAME's shard 0.
-owner_of_counter() {
-	cluster_master_of_slot "$(ccli "$(live_port)" cluster keyslot "t:c:{$1}")"
-}
-
-# A counter name (probeN) whose shard 0 lives on the master on PORT.
-probe_on() {
-	local k
-	for ((k = 1; k < 200; k++)); do
-		if [ "$(owner_of_counter "probe$k")" = "$1" ]; then
-			echo "probe$k"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # load NAME RESP HTTP PREFIX CONTENT MEMBER_BASE ids|noids: a background
 # loader writing journal $TMP/NAME.j until $TMP/NAME.stop appears.
 declare -A LOADER=()
