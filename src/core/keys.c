@@ -211,6 +211,194 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 	return 0;
 }
 
+/* ---- chunks -------------------------------------------------------------- */
+
+_Static_assert(EV_CHUNK_MAX >= 2 && EV_CHUNK_MAX <= UINT8_MAX,
+               "a chunk's count fits its key byte");
+/* Each event: a seq varint and at most one single value's fields. */
+_Static_assert(VAL_CHUNK_MAX >= EV_CHUNK_MAX * (VAL_EVENT_MAX + VARINT_MAX),
+               "chunk value room");
+
+void key_log_chunk_encode(uint8_t out[KEY_LOG_CHUNK_LEN], const key_obj *o,
+                          uint64_t oldest, size_t n)
+{
+	assert(n >= 2 && n <= EV_CHUNK_MAX);
+	key_log_encode(out, o, oldest);
+	out[KEY_LOG_LEN] = (uint8_t)n;
+}
+
+void key_hist_chunk_encode(uint8_t out[KEY_HIST_CHUNK_LEN], uint64_t member,
+                           uint16_t ktype, uint64_t oldest, size_t n)
+{
+	assert(n >= 2 && n <= EV_CHUNK_MAX);
+	key_hist_encode(out, member, ktype, oldest);
+	out[KEY_HIST_LEN] = (uint8_t)n;
+}
+
+/* Differences wrap (two's complement), so every pair of int64 codes
+ * exactly, overflow or not. */
+static int64_t wrap_sub(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+/* The seq of event i (i >= 1) as the gap from the event before. */
+static size_t put_seq(uint8_t *buf, const uint64_t *seq, size_t i)
+{
+	assert(seq[i - 1] > seq[i]);
+	return varint_put_u64(buf, seq[i - 1] - seq[i]);
+}
+
+size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
+                            const val_log *v, size_t n)
+{
+	size_t len;
+
+	assert(buf != NULL && seq != NULL && v != NULL);
+	assert(n >= 2 && n <= EV_CHUNK_MAX);
+	len = varint_put_u64(buf, seq[0] - seq[n - 1]);
+	len += val_log_encode(buf + len, &v[0]);
+	for (size_t i = 1; i < n; i++) {
+		int64_t implied = wrap_sub(v[i - 1].total, v[i - 1].delta);
+
+		len += put_seq(buf + len, seq, i);
+		len += varint_put_u64(buf + len, v[i].member);
+		len += varint_put_i64(buf + len,
+		                      wrap_sub(v[i - 1].at_ms, v[i].at_ms));
+		len += varint_put_i64(buf + len, v[i].delta);
+		len += varint_put_i64(buf + len, wrap_sub(implied, v[i].total));
+	}
+	assert(len <= VAL_CHUNK_MAX);
+	return len;
+}
+
+size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
+                             const val_hist *v, size_t n)
+{
+	size_t len;
+
+	assert(buf != NULL && seq != NULL && v != NULL);
+	assert(n >= 2 && n <= EV_CHUNK_MAX);
+	len = varint_put_u64(buf, seq[0] - seq[n - 1]);
+	len += val_hist_encode(buf + len, &v[0]);
+	for (size_t i = 1; i < n; i++) {
+		len += put_seq(buf + len, seq, i);
+		len += varint_put_u64(buf + len, v[i].ctype);
+		len += varint_put_u64(buf + len, v[i].content);
+		len += varint_put_i64(buf + len,
+		                      wrap_sub(v[i - 1].at_ms, v[i].at_ms));
+		len += varint_put_i64(buf + len, v[i].delta);
+	}
+	assert(len <= VAL_CHUNK_MAX);
+	return len;
+}
+
+/* The count byte of a chunk key of len bytes (single: base bytes), or 0
+ * when len is neither form or the count is out of range. */
+static size_t chunk_count(const uint8_t *k, size_t len, size_t base)
+{
+	if (len == base)
+		return 1;
+	if (len != base + 1 || k[base] < 2 || k[base] > EV_CHUNK_MAX)
+		return 0;
+	return k[base];
+}
+
+/* The first event's seq (oldest + its offset) and, for the next ones,
+ * each gap: seqs strictly decreasing, never below the oldest, and the
+ * last one exactly the oldest (checked by the caller). */
+static uint64_t read_seq(val_reader *r, const uint64_t *seq, size_t i,
+                         uint64_t oldest)
+{
+	uint64_t d = read_u64(r);
+
+	if (i == 0) {
+		if (d > UINT64_MAX - oldest)
+			r->err = 1;
+		return r->err ? 0 : oldest + d;
+	}
+	if (d == 0 || d > seq[i - 1] - oldest)
+		r->err = 1;
+	return r->err ? 0 : seq[i - 1] - d;
+}
+
+int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
+                     size_t vlen, key_obj *o, uint64_t *seq, val_log *out,
+                     size_t *n)
+{
+	uint64_t oldest;
+	size_t cnt = k != NULL ? chunk_count(k, klen, KEY_LOG_LEN) : 0;
+	val_reader r = { v, vlen, 0 };
+
+	assert(o != NULL && seq != NULL && out != NULL && n != NULL);
+	assert(v != NULL || vlen == 0);
+	if (cnt == 0 || key_log_decode(k, KEY_LOG_LEN, o, &oldest) != 0)
+		return -1;
+	if (cnt == 1) {
+		*n = 1;
+		seq[0] = oldest;
+		return val_log_decode(v, vlen, &out[0]);
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		seq[i] = read_seq(&r, seq, i, oldest);
+		if (i == 0) {
+			out[0].member = read_u64(&r);
+			out[0].at_ms = read_at_ms(&r);
+			out[0].delta = read_i64(&r);
+			out[0].total = read_i64(&r);
+			continue;
+		}
+		out[i].member = read_u64(&r);
+		out[i].at_ms = wrap_sub(out[i - 1].at_ms, read_i64(&r));
+		out[i].delta = read_i64(&r);
+		out[i].total = wrap_sub(wrap_sub(out[i - 1].total,
+		                                 out[i - 1].delta),
+		                        read_i64(&r));
+	}
+	if (reader_done(&r) != 0 || seq[cnt - 1] != oldest)
+		return -1;
+	*n = cnt;
+	return 0;
+}
+
+int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
+                      size_t vlen, uint64_t *member, uint16_t *ktype,
+                      uint64_t *seq, val_hist *out, size_t *n)
+{
+	uint64_t oldest;
+	size_t cnt = k != NULL ? chunk_count(k, klen, KEY_HIST_LEN) : 0;
+	val_reader r = { v, vlen, 0 };
+
+	assert(member != NULL && ktype != NULL && seq != NULL);
+	assert(out != NULL && n != NULL);
+	assert(v != NULL || vlen == 0);
+	if (cnt == 0 ||
+	    key_hist_decode(k, KEY_HIST_LEN, member, ktype, &oldest) != 0)
+		return -1;
+	if (cnt == 1) {
+		*n = 1;
+		seq[0] = oldest;
+		return val_hist_decode(v, vlen, &out[0]);
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		uint64_t ctype;
+
+		seq[i] = read_seq(&r, seq, i, oldest);
+		ctype = read_u64(&r);
+		if (ctype > UINT16_MAX)
+			r.err = 1;
+		out[i].ctype = (uint16_t)ctype;
+		out[i].content = read_u64(&r);
+		out[i].at_ms = i == 0 ? read_at_ms(&r)
+		                      : wrap_sub(out[i - 1].at_ms, read_i64(&r));
+		out[i].delta = read_i64(&r);
+	}
+	if (reader_done(&r) != 0 || seq[cnt - 1] != oldest)
+		return -1;
+	*n = cnt;
+	return 0;
+}
+
 size_t val_i64_encode(uint8_t *buf, int64_t v)
 {
 	assert(buf != NULL);

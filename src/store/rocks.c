@@ -315,10 +315,10 @@ static int format_check(rocks *r)
 		return rc == TALLY_ECORRUPT ? TALLY_EVERSION : rc;
 	if (len == 1 && val[0] == ROCKS_FORMAT)
 		return TALLY_OK;
-	/* Formats 1 and 2 read as format 3; once marked 3, older builds
-	 * refuse the folder rather than miss the journal's records, which
-	 * hold events now. */
-	if (len == 1 && val[0] != 1 && val[0] != 2)
+	/* Formats 1 to 3 read as format 4; once marked 4, older builds
+	 * refuse the folder rather than miss the journal's events (3) or
+	 * fail on the tables' chunks of events (4). */
+	if (len == 1 && (val[0] < 1 || val[0] >= ROCKS_FORMAT))
 		return TALLY_EVERSION;
 	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
 	               (const char *)&fmt, 1, &err);

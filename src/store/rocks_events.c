@@ -234,13 +234,65 @@ static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
 	return 0;
 }
 
+/* One chunk's entry: n events of one chain, newest first (n = 1: the
+ * single-event form). */
+static void put_chunk(const rocks_ev *const *ev, size_t n,
+                      rocksdb_writebatch_t *wb,
+                      rocksdb_column_family_handle_t *cf, int hist)
+{
+	uint64_t seq[EV_CHUNK_MAX];
+	uint8_t k[KEY_LOG_CHUNK_LEN], v[VAL_CHUNK_MAX];
+	const rocks_ev *old = ev[n - 1];
+	size_t klen, vlen;
+
+	_Static_assert(KEY_HIST_CHUNK_LEN <= KEY_LOG_CHUNK_LEN, "key room");
+	assert(n >= 1 && n <= EV_CHUNK_MAX);
+	for (size_t i = 0; i < n; i++)
+		seq[i] = ev[i]->seq;
+	if (hist) {
+		val_hist hv[EV_CHUNK_MAX];
+
+		for (size_t i = 0; i < n; i++)
+			hv[i] = (val_hist){ ev[i]->obj.ctype, ev[i]->obj.content,
+			                    ev[i]->at_ms, ev[i]->d };
+		if (n == 1) {
+			key_hist_encode(k, old->member, old->obj.ktype, old->seq);
+			klen = KEY_HIST_LEN;
+			vlen = val_hist_encode(v, &hv[0]);
+		} else {
+			key_hist_chunk_encode(k, old->member, old->obj.ktype,
+			                      old->seq, n);
+			klen = KEY_HIST_CHUNK_LEN;
+			vlen = val_hist_chunk_encode(v, seq, hv, n);
+		}
+	} else {
+		val_log lv[EV_CHUNK_MAX];
+
+		for (size_t i = 0; i < n; i++)
+			lv[i] = (val_log){ ev[i]->member, ev[i]->at_ms, ev[i]->d,
+			                   ev[i]->total };
+		if (n == 1) {
+			key_log_encode(k, &old->obj, old->seq);
+			klen = KEY_LOG_LEN;
+			vlen = val_log_encode(v, &lv[0]);
+		} else {
+			key_log_chunk_encode(k, &old->obj, old->seq, n);
+			klen = KEY_LOG_CHUNK_LEN;
+			vlen = val_log_chunk_encode(v, seq, lv, n);
+		}
+	}
+	rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen, (char *)v, vlen);
+}
+
 /* One table's entries of the events: log (hist 0) or history (hist 1).
- * Chains in key order, each one newest first, which is key order too
- * (seqs are stored inverted): only the distinct objects or members are
- * sorted. */
+ * Each chain (an object's or a member's events, newest first) becomes
+ * chunks of up to EV_CHUNK_MAX events, newest first, which is key order
+ * too (seqs are stored inverted): only the distinct objects or members
+ * are sorted. */
 static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
                         rocksdb_column_family_handle_t *cf, int hist)
 {
+	const rocks_ev *chunk[EV_CHUNK_MAX];
 	keyref *refs;
 	size_t n;
 
@@ -248,32 +300,20 @@ static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
 	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
+		size_t c = 0;
+
 		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
 			const rocks_ev *ev = &g->ev[at - 1];
-			uint8_t k[KEY_LOG_LEN], v[VAL_EVENT_MAX];
-			size_t klen, vlen;
 
-			if (hist) {
-				val_hist hv = { ev->obj.ctype, ev->obj.content,
-				                ev->at_ms, ev->d };
-
-				key_hist_encode(k, ev->member, ev->obj.ktype,
-				                ev->seq);
-				klen = KEY_HIST_LEN;
-				vlen = val_hist_encode(v, &hv);
-				at = ev->prev_hist;
-			} else {
-				val_log lv = { ev->member, ev->at_ms, ev->d,
-				               ev->total };
-
-				key_log_encode(k, &ev->obj, ev->seq);
-				klen = KEY_LOG_LEN;
-				vlen = val_log_encode(v, &lv);
-				at = ev->prev_obj;
+			chunk[c++] = ev;
+			if (c == EV_CHUNK_MAX) {
+				put_chunk(chunk, c, wb, cf, hist);
+				c = 0;
 			}
-			rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen,
-			                          (char *)v, vlen);
+			at = hist ? ev->prev_hist : ev->prev_obj;
 		}
+		if (c > 0)
+			put_chunk(chunk, c, wb, cf, hist);
 	}
 	free(refs);
 	return 0;

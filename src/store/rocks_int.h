@@ -19,8 +19,9 @@ enum rocks_cf {
 	                  checkpoint (rocks_journal.c) */
 	CF_TOTALS,     /* object -> zigzag varint, likewise */
 	CF_MEMBERS,    /* object | member -> at_ms (unique types) */
-	CF_LOG,        /* object | ~seq -> val_log */
-	CF_HIST,       /* member | ktype | ~seq -> val_hist */
+	CF_LOG,        /* object | ~seq -> val_log, or a chunk of events
+	                  (object | ~oldest seq | count, core/keys.h) */
+	CF_HIST,       /* member | ktype | ~seq -> val_hist, or a chunk */
 	CF_COUNT
 };
 
@@ -37,9 +38,11 @@ enum rocks_cf {
                             the column families, be64 */
 /* 2: journal records carry the number of named counters, and may be in
  * the journal files (rocks_jfile.c). 3: they carry the events too, which
- * reach the log, history and membership tables at checkpoints. Formats 1
- * and 2 are upgraded at open. */
-#define ROCKS_FORMAT 3
+ * reach the log, history and membership tables at checkpoints. 4: those
+ * tables hold chunks of events too (core/keys.h). Formats 1 to 3 are
+ * upgraded at open: each is read as it is, since every older entry is
+ * valid in the newer format. */
+#define ROCKS_FORMAT 4
 
 /* The journal files (rocks_jfile.c): names in the data folder (RocksDB
  * leaves files it does not know alone), record header size. */

@@ -205,8 +205,32 @@ static int scan_close(scan *sc, int rc)
 	return rc;
 }
 
+/* One entry's events, newest first: a chunk's, or a single event. */
+typedef struct chunk {
+	size_t n;
+	uint64_t seq[EV_CHUNK_MAX];
+	union {
+		val_log log[EV_CHUNK_MAX];
+		val_hist hist[EV_CHUNK_MAX];
+	};
+} chunk;
+
+/* The log entry under the scan's iterator; 0, or -1 if corrupt. */
+static int log_entry_at(const scan *sc, chunk *ck)
+{
+	size_t klen, vlen;
+	const char *k = rocksdb_iter_key(sc->it, &klen);
+	const char *v = rocksdb_iter_value(sc->it, &vlen);
+	key_obj o;
+
+	return log_entry_decode((const uint8_t *)k, klen, (const uint8_t *)v,
+	                        vlen, &o, ck->seq, ck->log, &ck->n);
+}
+
 /* Seek target for "seq < before": seqs are stored inverted, so the first
- * key at or after ~(before - 1) is the newest event older than before. */
+ * key at or after ~(before - 1) is the newest entry whose oldest event is
+ * older than before (a chunk may hold newer ones too: readers skip
+ * them). */
 static uint64_t seek_seq(uint64_t before)
 {
 	return before == 0 ? UINT64_MAX : before - 1;
@@ -250,7 +274,8 @@ int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
 	rocks *r = (rocks *)s;
 	uint8_t prefix[KEY_OBJ_LEN], seek[KEY_LOG_LEN];
 	walk_ctx w = { .at_ms = at_ms, .total = out };
-	uint64_t low;
+	uint64_t low, bound;
+	chunk ck;
 	scan sc;
 	int rc;
 
@@ -261,21 +286,25 @@ int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
 	rocks_dirty_unlock(r);
 	if (w.found)
 		return TALLY_OK;
-	key_log_encode(seek, o, seek_seq(scan_before(0, low)));
+	bound = scan_before(0, low);
+	key_log_encode(seek, o, seek_seq(bound));
 	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
-	for (; rocksdb_iter_valid(sc.it); rocksdb_iter_next(sc.it)) {
-		size_t vlen;
-		const char *v = rocksdb_iter_value(sc.it, &vlen);
-		val_log lv;
+	for (; !w.found && rocksdb_iter_valid(sc.it);
+	     rocksdb_iter_next(sc.it)) {
+		size_t n;
 
-		if (val_log_decode((const uint8_t *)v, vlen, &lv)) {
+		if (log_entry_at(&sc, &ck) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
-		if (lv.at_ms <= at_ms) {
-			*out = lv.total;
+		for (n = 0; n < ck.n; n++) {
+			if ((bound != 0 && ck.seq[n] >= bound) ||
+			    ck.log[n].at_ms > at_ms)
+				continue;
+			*out = ck.log[n].total;
+			w.found = 1;
 			break;
 		}
 	}
@@ -302,7 +331,8 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	int rc;
 
 	walk_ctx w = { .before = before, .limit = limit, .n = n, .recent = out };
-	uint64_t low;
+	uint64_t low, bound;
+	chunk ck;
 
 	*n = 0;
 	if (limit == 0)
@@ -313,28 +343,26 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	rocks_dirty_unlock(r);
 	if (*n == limit)
 		return TALLY_OK;
-	key_log_encode(seek, o, seek_seq(scan_before(before, low)));
+	bound = scan_before(before, low);
+	key_log_encode(seek, o, seek_seq(bound));
 	rc = scan_open(r, CF_LOG, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
 	for (; *n < limit && rocksdb_iter_valid(sc.it);
 	     rocksdb_iter_next(sc.it)) {
-		size_t klen, vlen;
-		const char *k = rocksdb_iter_key(sc.it, &klen);
-		const char *v = rocksdb_iter_value(sc.it, &vlen);
-		key_obj ko;
-		uint64_t seq;
-		val_log lv;
-
-		if (key_log_decode((const uint8_t *)k, klen, &ko, &seq) ||
-		    val_log_decode((const uint8_t *)v, vlen, &lv)) {
+		if (log_entry_at(&sc, &ck) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
-		if (lv.member == 0)
-			continue;
-		out[*n] = (tally_entry){ lv.member, lv.at_ms, lv.delta, seq };
-		(*n)++;
+		for (size_t i = 0; i < ck.n && *n < limit; i++) {
+			const val_log *lv = &ck.log[i];
+
+			if ((bound != 0 && ck.seq[i] >= bound) ||
+			    lv->member == 0)
+				continue;
+			out[(*n)++] = (tally_entry){ lv->member, lv->at_ms,
+			                             lv->delta, ck.seq[i] };
+		}
 	}
 	return scan_close(&sc, rc);
 }
@@ -366,7 +394,8 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 
 	walk_ctx w = { .before = before, .limit = limit, .n = n, .hist = out,
 	               .ctype_ids = ctype_ids };
-	uint64_t low;
+	uint64_t low, bound;
+	chunk ck;
 
 	*n = 0;
 	if (limit == 0)
@@ -377,32 +406,39 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	rocks_dirty_unlock(r);
 	if (*n == limit)
 		return TALLY_OK;
-	key_hist_encode(seek, member, ktype, seek_seq(scan_before(before, low)));
+	bound = scan_before(before, low);
+	key_hist_encode(seek, member, ktype, seek_seq(bound));
 	rc = scan_open(r, CF_HIST, &sc, prefix, sizeof prefix, seek, sizeof seek);
 	if (rc != TALLY_OK)
 		return rc;
 	for (; *n < limit && rocksdb_iter_valid(sc.it);
 	     rocksdb_iter_next(sc.it)) {
-		size_t klen, vlen;
+		size_t klen, vlen, cnt;
 		const char *k = rocksdb_iter_key(sc.it, &klen);
 		const char *v = rocksdb_iter_value(sc.it, &vlen);
-		uint64_t m, seq;
+		uint64_t m;
 		uint16_t kt;
-		val_hist hv;
 
-		if (key_hist_decode((const uint8_t *)k, klen, &m, &kt, &seq) ||
-		    val_hist_decode((const uint8_t *)v, vlen, &hv)) {
+		if (hist_entry_decode((const uint8_t *)k, klen,
+		                      (const uint8_t *)v, vlen, &m, &kt, ck.seq,
+		                      ck.hist, &cnt) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
 		assert(m == member && kt == ktype);
-		memset(&out[*n], 0, sizeof out[*n]);
-		out[*n].content = hv.content;
-		out[*n].at_ms = hv.at_ms;
-		out[*n].delta = hv.delta;
-		out[*n].seq = seq;
-		ctype_ids[*n] = hv.ctype;
-		(*n)++;
+		for (size_t i = 0; i < cnt && *n < limit; i++) {
+			const val_hist *hv = &ck.hist[i];
+
+			if (bound != 0 && ck.seq[i] >= bound)
+				continue;
+			memset(&out[*n], 0, sizeof out[*n]);
+			out[*n].content = hv->content;
+			out[*n].at_ms = hv->at_ms;
+			out[*n].delta = hv->delta;
+			out[*n].seq = ck.seq[i];
+			ctype_ids[*n] = hv->ctype;
+			(*n)++;
+		}
 	}
 	return scan_close(&sc, rc);
 }
@@ -423,6 +459,7 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	rocks_ev *evs = NULL;
 	size_t nev = 0;
 	uint64_t top = 0;
+	chunk ck;
 	char *err = NULL;
 	int rc;
 
@@ -447,21 +484,22 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
 	for (rocksdb_iter_seek_to_last(it); rc == TALLY_OK &&
 	     rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
-		size_t klen, vlen;
+		size_t klen, vlen, cnt;
 		const char *k = rocksdb_iter_key(it, &klen);
 		const char *v = rocksdb_iter_value(it, &vlen);
 		key_obj o;
-		uint64_t seq;
-		val_log lv;
 
-		if (key_log_decode((const uint8_t *)k, klen, &o, &seq) ||
-		    val_log_decode((const uint8_t *)v, vlen, &lv)) {
+		if (log_entry_decode((const uint8_t *)k, klen,
+		                     (const uint8_t *)v, vlen, &o, ck.seq,
+		                     ck.log, &cnt) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
-		rc = fn(arg, &o, seq, &lv);
-		if (seq > top)
-			top = seq;
+		/* A chunk holds its events newest first. */
+		for (size_t i = cnt; rc == TALLY_OK && i-- > 0;)
+			rc = fn(arg, &o, ck.seq[i], &ck.log[i]);
+		if (ck.seq[0] > top)
+			top = ck.seq[0];
 	}
 	rocksdb_iter_get_error(it, &err);
 	rocksdb_iter_destroy(it);

@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <rocksdb/c.h>
 
 #include "tally.h"
+#include "store/rocks_int.h" /* META_FORMAT */
 
 /* ------------------------------------------------------------------------
  * Assertion helpers: they print error codes as their names' descriptions
@@ -1671,8 +1673,10 @@ static void test_compact_usage_scan_and_counters(void **state)
 	int found_log = 0;
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(parts[i].name, "log") == 0) {
+			/* One checkpoint held them all: a chunk per object
+			 * (28 or 29 events each). */
 			found_log = 1;
-			CHECK_U64(parts[i].entries, 200);
+			CHECK_U64(parts[i].entries, 7);
 			assert_true(parts[i].bytes > 0);
 		}
 	assert_true(found_log);
@@ -2997,6 +3001,212 @@ static int count_scanned(void *arg, const tally_event_rec *ev)
 	return 0;
 }
 
+/* The store format byte, read or written with RocksDB's own API while the
+ * handle is closed (every column family opened, the meta one written). */
+static int raw_format(const char *dir, int put)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	const char key = META_FORMAT;
+	char *err = NULL, **names, *val;
+	size_t ncf = 0, vlen = 0;
+	int got = -1;
+
+	names = rocksdb_list_column_families(o, dir, &ncf, &err);
+	assert_null(err);
+	const rocksdb_options_t **opts = calloc(ncf, sizeof *opts);
+	rocksdb_column_family_handle_t **h = calloc(ncf, sizeof *h);
+	assert_non_null(opts);
+	assert_non_null(h);
+	for (size_t i = 0; i < ncf; i++)
+		opts[i] = o;
+	rocksdb_t *db = rocksdb_open_column_families(
+		o, dir, (int)ncf, (const char *const *)names, opts, h, &err);
+	assert_null(err);
+	assert_string_equal(names[0], "default");
+	if (put >= 0) {
+		char v = (char)put;
+
+		rocksdb_put_cf(db, wo, h[0], &key, 1, &v, 1, &err);
+		assert_null(err);
+	}
+	val = rocksdb_get_cf(db, ro, h[0], &key, 1, &vlen, &err);
+	assert_null(err);
+	if (val != NULL && vlen == 1)
+		got = (unsigned char)val[0];
+	rocksdb_free(val);
+	for (size_t i = 0; i < ncf; i++)
+		rocksdb_column_family_handle_destroy(h[i]);
+	rocksdb_close(db);
+	rocksdb_list_column_families_destroy(names, ncf);
+	free(opts);
+	free(h);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_options_destroy(o);
+	return got;
+}
+
+/* Folders of formats 1 to 3 open (and are marked 4: chunks of events
+ * may follow); a folder marked newer, or 0, is refused with
+ * TALLY_EVERSION and left as it is. */
+static void test_store_format_upgrade_and_refusal(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 1, 1);
+
+	add_ok(f->t, &ev);
+	tally_closep(&f->t);
+	CHECK_I64(raw_format(f->db, -1), 4);
+	for (int old = 1; old <= 3; old++) {
+		CHECK_I64(raw_format(f->db, old), old);
+		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+		CHECK_I64(count_of(f->t, "article", "like", 1), 1);
+		tally_closep(&f->t);
+		CHECK_I64(raw_format(f->db, -1), 4);
+	}
+	int bad[] = { 0, 5, 255 };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK_I64(raw_format(f->db, bad[i]), bad[i]);
+		CHECK_RC(tally_open(f->db, &f->opts, &f->t), TALLY_EVERSION);
+		assert_null(f->t);
+		CHECK_I64(raw_format(f->db, -1), bad[i]);
+	}
+	CHECK_I64(raw_format(f->db, 4), 4);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+}
+
+/* Events written by checkpoints in chunks (up to EV_CHUNK_MAX of one
+ * object's or one member's events per entry) read back field by field:
+ * RECENT and HISTORY page through them with cursors that land inside
+ * chunks, count-at-time walks them, and the scan hands them over oldest
+ * first. Times go back now and then (AT), deltas vary, and some events
+ * are anonymous. */
+#define CK_N 700
+#define CK_H 300
+
+struct ck_scan {
+	size_t n;
+	uint64_t last_seq;
+	int64_t delta[CK_N];
+	int64_t total[CK_N];
+};
+
+static int ck_scan_fn(void *arg, const tally_event_rec *ev)
+{
+	struct ck_scan *c = arg;
+
+	if (ev->content != 5 || strcmp(ev->ktype, "view") != 0)
+		return 0;
+	if (c->n >= CK_N || ev->seq <= c->last_seq)
+		return 1;
+	c->last_seq = ev->seq;
+	c->delta[c->n] = ev->delta;
+	c->total[c->n++] = ev->total;
+	return 0;
+}
+
+static void test_chunked_events_read_back(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	static uint64_t member[CK_N];
+	static int64_t at[CK_N], delta[CK_N], total[CK_N];
+	static struct ck_scan sc;
+	tally_entry page[50];
+	tally_history_entry hp[40];
+	uint64_t before = 0;
+	size_t got, k;
+	int64_t sum = 0;
+
+	o.cache_entries_max = 1024; /* a checkpoint every 256 events */
+	fx_reopen_with(f, &o);
+	for (size_t i = 0; i < CK_N; i++) {
+		tally_event ev = ev_of("article", "view", 5,
+		                       i % 50 == 0 ? 0 : 1000 + (i * 7919) % 5000);
+
+		member[i] = ev.member;
+		at[i] = INT64_C(1700000000000) + (int64_t)i * 10 -
+		        (i % 13 == 0 ? 5000 : 0);
+		delta[i] = 1 + (int64_t)(i % 5);
+		ev.at_ms = at[i];
+		ev.delta = delta[i];
+		sum += delta[i];
+		total[i] = sum;
+		CHECK_I64(add_ok(f->t, &ev), sum);
+	}
+	for (uint64_t c = 0; c < CK_H; c++) {
+		tally_event ev = ev_of("article", "view", 100 + c, 9999999);
+
+		ev.at_ms = INT64_C(1700000000000) + (int64_t)c;
+		add_ok(f->t, &ev);
+	}
+	fx_reopen(f); /* every event in the tables, none in memory */
+
+	/* RECENT: the named events, newest first, in pages of 50. */
+	k = CK_N;
+	do {
+		CHECK_OK(tally_recent(f->t, "article", "view", 5, 50, before,
+		                      page, &got));
+		for (size_t j = 0; j < got; j++) {
+			while (k > 0 && member[k - 1] == 0)
+				k--;
+			assert_true(k > 0);
+			k--;
+			CHECK_U64(page[j].member, member[k]);
+			CHECK_I64(page[j].at_ms, at[k]);
+			CHECK_I64(page[j].delta, delta[k]);
+			assert_true(before == 0 || page[j].seq < before);
+			before = page[j].seq;
+		}
+	} while (got == 50);
+	while (k > 0 && member[k - 1] == 0)
+		k--;
+	CHECK_U64(k, 0);
+
+	/* Count at a time: the total after the newest event at or before
+	 * it (times are not in seq order here). */
+	for (size_t i = 0; i < CK_N; i += 37) {
+		int64_t want = 0;
+
+		for (size_t j = CK_N; j-- > 0;)
+			if (at[j] <= at[i]) {
+				want = total[j];
+				break;
+			}
+		CHECK_I64(count_at_of(f->t, "article", "view", 5, at[i]), want);
+	}
+
+	/* HISTORY: member 9999999's 300 views, newest first, in pages of 40. */
+	before = 0;
+	k = CK_H;
+	do {
+		CHECK_OK(tally_history(f->t, 9999999, "view", 40, before, hp,
+		                       &got));
+		for (size_t j = 0; j < got; j++) {
+			assert_true(k > 0);
+			k--;
+			CHECK_U64(hp[j].content, 100 + k);
+			CHECK_I64(hp[j].at_ms, INT64_C(1700000000000) + (int64_t)k);
+			CHECK_I64(hp[j].delta, 1);
+			assert_string_equal(hp[j].ctype, "article");
+			before = hp[j].seq;
+		}
+	} while (got == 40);
+	CHECK_U64(k, 0);
+
+	/* The scan: every event of the object, oldest first, with its
+	 * running total. */
+	memset(&sc, 0, sizeof sc);
+	CHECK_OK(tally_events_scan(f->t, ck_scan_fn, &sc));
+	CHECK_U64(sc.n, CK_N);
+	for (size_t i = 0; i < CK_N; i++) {
+		CHECK_I64(sc.delta[i], delta[i]);
+		CHECK_I64(sc.total[i], total[i]);
+	}
+}
+
 /* Events stay in memory until a checkpoint writes them to the tables
  * (here every 256 events: cache_entries_max / 4). Reads merge both,
  * without losing or repeating an event, and a crash image replays the
@@ -3024,10 +3234,12 @@ static void test_events_in_memory_merge_with_tables(void **state)
 	add_ok(f->t, &ev7);
 	CHECK_OK(tally_stats_get(f->t, &st));
 	CHECK_TRUE(st.store_checkpoints >= 2);
-	/* Each checkpoint took a quarter of cache_entries_max events, each
-	 * a log and a history entry at least; the batches themselves wrote
-	 * the content type's registration only. */
-	if (st.store_checkpoint_entries < st.store_checkpoints * 256 * 2)
+	/* Each checkpoint took a quarter of cache_entries_max events: 256
+	 * events of one object (its log in two chunks) and of 232 or more
+	 * members (a history entry and a membership each, the removed ones'
+	 * add and remove in one chunk and one delete); the batches themselves
+	 * wrote the content type's registration only. */
+	if (st.store_checkpoint_entries < st.store_checkpoints * (2 + 232 * 2))
 		fail_msg("%" PRIu64 " checkpoints wrote %" PRIu64 " entries",
 		         st.store_checkpoints, st.store_checkpoint_entries);
 	CHECK_TRUE(st.store_entries <= 2);
@@ -3081,6 +3293,8 @@ int main(void)
 	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_events_in_memory_merge_with_tables),
+	    T(test_chunked_events_read_back),
+	    T(test_store_format_upgrade_and_refusal),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
 	    T(test_type_add_then_use_survives_reopen),
