@@ -213,27 +213,9 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 
 /* ---- chunks -------------------------------------------------------------- */
 
-_Static_assert(EV_CHUNK_MAX >= 2 && EV_CHUNK_MAX <= UINT8_MAX,
-               "a chunk's count fits its key byte");
 /* Each event: a seq varint and at most one single value's fields. */
 _Static_assert(VAL_CHUNK_MAX >= EV_CHUNK_MAX * (VAL_EVENT_MAX + VARINT_MAX),
                "chunk value room");
-
-void key_log_chunk_encode(uint8_t out[KEY_LOG_CHUNK_LEN], const key_obj *o,
-                          uint64_t oldest, size_t n)
-{
-	assert(n >= 2 && n <= EV_CHUNK_MAX);
-	key_log_encode(out, o, oldest);
-	out[KEY_LOG_LEN] = (uint8_t)n;
-}
-
-void key_hist_chunk_encode(uint8_t out[KEY_HIST_CHUNK_LEN], uint64_t member,
-                           uint16_t ktype, uint64_t oldest, size_t n)
-{
-	assert(n >= 2 && n <= EV_CHUNK_MAX);
-	key_hist_encode(out, member, ktype, oldest);
-	out[KEY_HIST_LEN] = (uint8_t)n;
-}
 
 /* Differences wrap (two's complement), so every pair of int64 codes
  * exactly, overflow or not. */
@@ -255,9 +237,8 @@ size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
-	assert(n >= 2 && n <= EV_CHUNK_MAX);
-	len = varint_put_u64(buf, seq[0] - seq[n - 1]);
-	len += val_log_encode(buf + len, &v[0]);
+	assert(n >= 1 && n <= EV_CHUNK_MAX);
+	len = val_log_encode(buf, &v[0]);
 	for (size_t i = 1; i < n; i++) {
 		int64_t implied = wrap_sub(v[i - 1].total, v[i - 1].delta);
 
@@ -278,9 +259,8 @@ size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
-	assert(n >= 2 && n <= EV_CHUNK_MAX);
-	len = varint_put_u64(buf, seq[0] - seq[n - 1]);
-	len += val_hist_encode(buf + len, &v[0]);
+	assert(n >= 1 && n <= EV_CHUNK_MAX);
+	len = val_hist_encode(buf, &v[0]);
 	for (size_t i = 1; i < n; i++) {
 		len += put_seq(buf + len, seq, i);
 		len += varint_put_u64(buf + len, v[i].ctype);
@@ -293,70 +273,60 @@ size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
 	return len;
 }
 
-/* The count byte of a chunk key of len bytes (single: base bytes), or 0
- * when len is neither form or the count is out of range. */
-static size_t chunk_count(const uint8_t *k, size_t len, size_t base)
-{
-	if (len == base)
-		return 1;
-	if (len != base + 1 || k[base] < 2 || k[base] > EV_CHUNK_MAX)
-		return 0;
-	return k[base];
-}
-
-/* The first event's seq (oldest + its offset) and, for the next ones,
- * each gap: seqs strictly decreasing, never below the oldest, and the
- * last one exactly the oldest (checked by the caller). */
-static uint64_t read_seq(val_reader *r, const uint64_t *seq, size_t i,
-                         uint64_t oldest)
+/* The gap from event i - 1 to event i (i >= 1), >= 1, kept in seq[i] as
+ * the distance from the newest until seqs_fix() turns distances into
+ * seqs: the key names the oldest, so the newest is the oldest plus the
+ * span of the gaps, which must not pass UINT64_MAX. */
+static void read_gap(val_reader *r, uint64_t *seq, size_t i, uint64_t oldest)
 {
 	uint64_t d = read_u64(r);
 
-	if (i == 0) {
-		if (d > UINT64_MAX - oldest)
-			r->err = 1;
-		return r->err ? 0 : oldest + d;
-	}
-	if (d == 0 || d > seq[i - 1] - oldest)
+	if (d == 0 || d > UINT64_MAX - oldest - seq[i - 1])
 		r->err = 1;
-	return r->err ? 0 : seq[i - 1] - d;
+	seq[i] = r->err ? 0 : seq[i - 1] + d;
+}
+
+static void seqs_fix(uint64_t *seq, size_t n, uint64_t oldest)
+{
+	uint64_t span = seq[n - 1];
+
+	for (size_t i = 0; i < n; i++)
+		seq[i] = oldest + (span - seq[i]);
 }
 
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                      size_t vlen, key_obj *o, uint64_t *seq, val_log *out,
                      size_t *n)
 {
-	uint64_t oldest;
-	size_t cnt = k != NULL ? chunk_count(k, klen, KEY_LOG_LEN) : 0;
 	val_reader r = { v, vlen, 0 };
+	uint64_t oldest;
+	size_t cnt = 1;
 
 	assert(o != NULL && seq != NULL && out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
-	if (cnt == 0 || key_log_decode(k, KEY_LOG_LEN, o, &oldest) != 0)
+	if (key_log_decode(k, klen, o, &oldest) != 0)
 		return -1;
-	if (cnt == 1) {
-		*n = 1;
-		seq[0] = oldest;
-		return val_log_decode(v, vlen, &out[0]);
+	seq[0] = 0;
+	out[0].member = read_u64(&r);
+	out[0].at_ms = read_at_ms(&r);
+	out[0].delta = read_i64(&r);
+	out[0].total = read_i64(&r);
+	for (; !r.err && r.left > 0; cnt++) {
+		const val_log *nw = &out[cnt - 1];
+		val_log *e = &out[cnt];
+
+		if (cnt == EV_CHUNK_MAX)
+			return -1;
+		read_gap(&r, seq, cnt, oldest);
+		e->member = read_u64(&r);
+		e->at_ms = wrap_sub(nw->at_ms, read_i64(&r));
+		e->delta = read_i64(&r);
+		e->total = wrap_sub(wrap_sub(nw->total, nw->delta),
+		                    read_i64(&r));
 	}
-	for (size_t i = 0; i < cnt; i++) {
-		seq[i] = read_seq(&r, seq, i, oldest);
-		if (i == 0) {
-			out[0].member = read_u64(&r);
-			out[0].at_ms = read_at_ms(&r);
-			out[0].delta = read_i64(&r);
-			out[0].total = read_i64(&r);
-			continue;
-		}
-		out[i].member = read_u64(&r);
-		out[i].at_ms = wrap_sub(out[i - 1].at_ms, read_i64(&r));
-		out[i].delta = read_i64(&r);
-		out[i].total = wrap_sub(wrap_sub(out[i - 1].total,
-		                                 out[i - 1].delta),
-		                        read_i64(&r));
-	}
-	if (reader_done(&r) != 0 || seq[cnt - 1] != oldest)
+	if (reader_done(&r) != 0)
 		return -1;
+	seqs_fix(seq, cnt, oldest);
 	*n = cnt;
 	return 0;
 }
@@ -365,36 +335,37 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen, uint64_t *member, uint16_t *ktype,
                       uint64_t *seq, val_hist *out, size_t *n)
 {
-	uint64_t oldest;
-	size_t cnt = k != NULL ? chunk_count(k, klen, KEY_HIST_LEN) : 0;
 	val_reader r = { v, vlen, 0 };
+	uint64_t oldest;
+	size_t cnt = 0;
 
 	assert(member != NULL && ktype != NULL && seq != NULL);
 	assert(out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
-	if (cnt == 0 ||
-	    key_hist_decode(k, KEY_HIST_LEN, member, ktype, &oldest) != 0)
+	if (key_hist_decode(k, klen, member, ktype, &oldest) != 0)
 		return -1;
-	if (cnt == 1) {
-		*n = 1;
-		seq[0] = oldest;
-		return val_hist_decode(v, vlen, &out[0]);
-	}
-	for (size_t i = 0; i < cnt; i++) {
+	seq[0] = 0;
+	do {
+		val_hist *e = &out[cnt];
 		uint64_t ctype;
 
-		seq[i] = read_seq(&r, seq, i, oldest);
+		if (cnt == EV_CHUNK_MAX)
+			return -1;
+		if (cnt > 0)
+			read_gap(&r, seq, cnt, oldest);
 		ctype = read_u64(&r);
 		if (ctype > UINT16_MAX)
 			r.err = 1;
-		out[i].ctype = (uint16_t)ctype;
-		out[i].content = read_u64(&r);
-		out[i].at_ms = i == 0 ? read_at_ms(&r)
-		                      : wrap_sub(out[i - 1].at_ms, read_i64(&r));
-		out[i].delta = read_i64(&r);
-	}
-	if (reader_done(&r) != 0 || seq[cnt - 1] != oldest)
+		e->ctype = (uint16_t)ctype;
+		e->content = read_u64(&r);
+		e->at_ms = cnt == 0 ? read_at_ms(&r)
+		                    : wrap_sub(out[cnt - 1].at_ms, read_i64(&r));
+		e->delta = read_i64(&r);
+		cnt++;
+	} while (!r.err && r.left > 0);
+	if (reader_done(&r) != 0)
 		return -1;
+	seqs_fix(seq, cnt, oldest);
 	*n = cnt;
 	return 0;
 }

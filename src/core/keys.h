@@ -79,39 +79,34 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v);
  * member's history of one type) in one entry, written by a checkpoint for
  * the events it holds of that object, so that a like costs a fraction of
  * a log entry instead of one. The key is the single-event key of the
- * chunk's oldest event followed by one byte, the number of events
- * (2..EV_CHUNK_MAX): a forward scan still meets newer events first, and a
- * seek to ~seq lands on the chunk holding seq or on an older one. A key
- * without that byte holds one event, as val_log or val_hist.
+ * chunk's oldest event: a forward scan still meets newer events first,
+ * and a seek to ~seq lands on the entry holding seq or on an older one.
  *
- * The value holds the events newest first. The first: its seq less the
- * oldest's, then its fields as the single value codes them. Each next one:
- * how much smaller its seq is (>= 1), then its fields, times as the
- * difference from the event before (newer) and, in the log, the running
- * total as its difference from the one the newer event implies (its total
- * less its delta: 0 unless the object was changed without an event). */
+ * The value holds the events newest first: the first as val_log_encode()
+ * (or val_hist_encode()) codes it, so that a single event's value is a
+ * chunk of one; then for each next one, how much smaller its seq is
+ * (>= 1) and its fields, times as the difference from the event before
+ * (newer) and, in the log, the running total as its difference from the
+ * one the newer event implies (its total less its delta: 0 unless the
+ * object was changed without an event). The newest's seq is the oldest's
+ * plus every gap. */
 #define EV_CHUNK_MAX 128
-#define KEY_LOG_CHUNK_LEN (KEY_LOG_LEN + 1)
-#define KEY_HIST_CHUNK_LEN (KEY_HIST_LEN + 1)
 /* Room for any chunk's value. */
 #define VAL_CHUNK_MAX (EV_CHUNK_MAX * (VAL_EVENT_MAX + 10))
 
-void key_log_chunk_encode(uint8_t out[KEY_LOG_CHUNK_LEN], const key_obj *o,
-                          uint64_t oldest, size_t n);
-void key_hist_chunk_encode(uint8_t out[KEY_HIST_CHUNK_LEN], uint64_t member,
-                           uint16_t ktype, uint64_t oldest, size_t n);
-
-/* n events (2..EV_CHUNK_MAX), newest first (seq strictly decreasing), into
- * buf (room for VAL_CHUNK_MAX). Returns bytes written. */
+/* n events (1..EV_CHUNK_MAX), newest first (seq strictly decreasing), into
+ * buf (room for VAL_CHUNK_MAX); the key is the one of seq[n - 1]. Returns
+ * bytes written. */
 size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
                             const val_log *v, size_t n);
 size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
                              const val_hist *v, size_t n);
 
-/* One log entry, either form, from its key and value: the object, and
- * *n events (1..EV_CHUNK_MAX) newest first into seq[] and v[] (room for
+/* One log entry from its key and value: the object, and *n events
+ * (1..EV_CHUNK_MAX) newest first into seq[] and v[] (room for
  * EV_CHUNK_MAX each). Returns 0, or -1 when the bytes are not exactly a
- * valid entry (a chunk's last event must be the oldest its key names). */
+ * valid entry (more than EV_CHUNK_MAX events, or a newest seq past
+ * UINT64_MAX, included). */
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                      size_t vlen, key_obj *o, uint64_t *seq, val_log *out,
                      size_t *n);

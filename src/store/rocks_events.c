@@ -234,18 +234,18 @@ static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
 	return 0;
 }
 
-/* One chunk's entry: n events of one chain, newest first (n = 1: the
- * single-event form). */
+/* One chunk's entry: n events of one chain, newest first, under the key
+ * of the oldest. */
 static void put_chunk(const rocks_ev *const *ev, size_t n,
                       rocksdb_writebatch_t *wb,
                       rocksdb_column_family_handle_t *cf, int hist)
 {
 	uint64_t seq[EV_CHUNK_MAX];
-	uint8_t k[KEY_LOG_CHUNK_LEN], v[VAL_CHUNK_MAX];
+	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
 	const rocks_ev *old = ev[n - 1];
 	size_t klen, vlen;
 
-	_Static_assert(KEY_HIST_CHUNK_LEN <= KEY_LOG_CHUNK_LEN, "key room");
+	_Static_assert(KEY_HIST_LEN <= KEY_LOG_LEN, "key room");
 	assert(n >= 1 && n <= EV_CHUNK_MAX);
 	for (size_t i = 0; i < n; i++)
 		seq[i] = ev[i]->seq;
@@ -255,31 +255,18 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
 		for (size_t i = 0; i < n; i++)
 			hv[i] = (val_hist){ ev[i]->obj.ctype, ev[i]->obj.content,
 			                    ev[i]->at_ms, ev[i]->d };
-		if (n == 1) {
-			key_hist_encode(k, old->member, old->obj.ktype, old->seq);
-			klen = KEY_HIST_LEN;
-			vlen = val_hist_encode(v, &hv[0]);
-		} else {
-			key_hist_chunk_encode(k, old->member, old->obj.ktype,
-			                      old->seq, n);
-			klen = KEY_HIST_CHUNK_LEN;
-			vlen = val_hist_chunk_encode(v, seq, hv, n);
-		}
+		key_hist_encode(k, old->member, old->obj.ktype, old->seq);
+		klen = KEY_HIST_LEN;
+		vlen = val_hist_chunk_encode(v, seq, hv, n);
 	} else {
 		val_log lv[EV_CHUNK_MAX];
 
 		for (size_t i = 0; i < n; i++)
 			lv[i] = (val_log){ ev[i]->member, ev[i]->at_ms, ev[i]->d,
 			                   ev[i]->total };
-		if (n == 1) {
-			key_log_encode(k, &old->obj, old->seq);
-			klen = KEY_LOG_LEN;
-			vlen = val_log_encode(v, &lv[0]);
-		} else {
-			key_log_chunk_encode(k, &old->obj, old->seq, n);
-			klen = KEY_LOG_CHUNK_LEN;
-			vlen = val_log_chunk_encode(v, seq, lv, n);
-		}
+		key_log_encode(k, &old->obj, old->seq);
+		klen = KEY_LOG_LEN;
+		vlen = val_log_chunk_encode(v, seq, lv, n);
 	}
 	rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen, (char *)v, vlen);
 }

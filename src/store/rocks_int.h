@@ -19,9 +19,9 @@ enum rocks_cf {
 	                  checkpoint (rocks_journal.c) */
 	CF_TOTALS,     /* object -> zigzag varint, likewise */
 	CF_MEMBERS,    /* object | member -> at_ms (unique types) */
-	CF_LOG,        /* object | ~seq -> val_log, or a chunk of events
-	                  (object | ~oldest seq | count, core/keys.h) */
-	CF_HIST,       /* member | ktype | ~seq -> val_hist, or a chunk */
+	CF_LOG,        /* object | ~seq -> a chunk of events, seq its
+	                  oldest (core/keys.h; one event: val_log) */
+	CF_HIST,       /* member | ktype | ~seq -> a chunk, as the log's */
 	CF_COUNT
 };
 

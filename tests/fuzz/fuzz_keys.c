@@ -89,34 +89,29 @@ static void values_at(const uint8_t *p, size_t n)
 	}
 }
 
-/* A log or history entry: its key (klen bytes, single or chunk form) then
- * its value from p[0, n). What decodes encodes back to the same key and
- * to a value of at most the bytes given that decodes the same. */
-static void log_entry_at(const uint8_t *p, size_t n, size_t klen)
+/* A log or history entry: its key, then its value, from p[0, n). What
+ * decodes encodes back to the same key and to a value of at most the
+ * bytes given that decodes the same. */
+static void log_entry_at(const uint8_t *p, size_t n)
 {
 	static uint64_t seq[EV_CHUNK_MAX], seq2[EV_CHUNK_MAX];
 	static val_log v[EV_CHUNK_MAX], v2[EV_CHUNK_MAX];
-	static uint8_t k[KEY_LOG_CHUNK_LEN], buf[VAL_CHUNK_MAX];
+	static uint8_t k[KEY_LOG_LEN], buf[VAL_CHUNK_MAX];
 	key_obj o, o2;
 	size_t cnt, cnt2, len;
 
-	if (n < klen || log_entry_decode(p, klen, p + klen, n - klen, &o, seq,
-	                                 v, &cnt) != 0)
+	if (n < KEY_LOG_LEN ||
+	    log_entry_decode(p, KEY_LOG_LEN, p + KEY_LOG_LEN, n - KEY_LOG_LEN,
+	                     &o, seq, v, &cnt) != 0)
 		return;
 	FUZZ_CHECK(cnt >= 1 && cnt <= EV_CHUNK_MAX);
-	FUZZ_CHECK((cnt == 1) == (klen == KEY_LOG_LEN));
 	for (size_t i = 1; i < cnt; i++)
 		FUZZ_CHECK(seq[i] < seq[i - 1]);
-	if (cnt == 1) {
-		key_log_encode(k, &o, seq[0]);
-		len = val_log_encode(buf, &v[0]);
-	} else {
-		key_log_chunk_encode(k, &o, seq[cnt - 1], cnt);
-		len = val_log_chunk_encode(buf, seq, v, cnt);
-	}
-	FUZZ_CHECK(memcmp(k, p, klen) == 0);
-	FUZZ_CHECK(len <= n - klen);
-	FUZZ_CHECK(log_entry_decode(k, klen, buf, len, &o2, seq2, v2,
+	key_log_encode(k, &o, seq[cnt - 1]);
+	len = val_log_chunk_encode(buf, seq, v, cnt);
+	FUZZ_CHECK(memcmp(k, p, KEY_LOG_LEN) == 0);
+	FUZZ_CHECK(len <= n - KEY_LOG_LEN);
+	FUZZ_CHECK(log_entry_decode(k, KEY_LOG_LEN, buf, len, &o2, seq2, v2,
 	                            &cnt2) == 0 && cnt2 == cnt);
 	for (size_t i = 0; i < cnt; i++) {
 		FUZZ_CHECK(seq2[i] == seq[i] && v2[i].member == v[i].member);
@@ -126,30 +121,28 @@ static void log_entry_at(const uint8_t *p, size_t n, size_t klen)
 	}
 }
 
-static void hist_entry_at(const uint8_t *p, size_t n, size_t klen)
+static void hist_entry_at(const uint8_t *p, size_t n)
 {
 	static uint64_t seq[EV_CHUNK_MAX], seq2[EV_CHUNK_MAX];
 	static val_hist v[EV_CHUNK_MAX], v2[EV_CHUNK_MAX];
-	static uint8_t k[KEY_HIST_CHUNK_LEN], buf[VAL_CHUNK_MAX];
+	static uint8_t k[KEY_HIST_LEN], buf[VAL_CHUNK_MAX];
 	uint64_t member, member2;
 	uint16_t ktype, ktype2;
 	size_t cnt, cnt2, len;
 
-	if (n < klen || hist_entry_decode(p, klen, p + klen, n - klen, &member,
-	                                  &ktype, seq, v, &cnt) != 0)
+	if (n < KEY_HIST_LEN ||
+	    hist_entry_decode(p, KEY_HIST_LEN, p + KEY_HIST_LEN,
+	                      n - KEY_HIST_LEN, &member, &ktype, seq, v,
+	                      &cnt) != 0)
 		return;
-	FUZZ_CHECK((cnt == 1) == (klen == KEY_HIST_LEN));
-	if (cnt == 1) {
-		key_hist_encode(k, member, ktype, seq[0]);
-		len = val_hist_encode(buf, &v[0]);
-	} else {
-		key_hist_chunk_encode(k, member, ktype, seq[cnt - 1], cnt);
-		len = val_hist_chunk_encode(buf, seq, v, cnt);
-	}
-	FUZZ_CHECK(memcmp(k, p, klen) == 0);
-	FUZZ_CHECK(len <= n - klen);
-	FUZZ_CHECK(hist_entry_decode(k, klen, buf, len, &member2, &ktype2,
-	                             seq2, v2, &cnt2) == 0 && cnt2 == cnt);
+	FUZZ_CHECK(cnt >= 1 && cnt <= EV_CHUNK_MAX);
+	key_hist_encode(k, member, ktype, seq[cnt - 1]);
+	len = val_hist_chunk_encode(buf, seq, v, cnt);
+	FUZZ_CHECK(memcmp(k, p, KEY_HIST_LEN) == 0);
+	FUZZ_CHECK(len <= n - KEY_HIST_LEN);
+	FUZZ_CHECK(hist_entry_decode(k, KEY_HIST_LEN, buf, len, &member2,
+	                             &ktype2, seq2, v2, &cnt2) == 0 &&
+	           cnt2 == cnt);
 	for (size_t i = 0; i < cnt; i++) {
 		FUZZ_CHECK(seq2[i] == seq[i] && v2[i].ctype == v[i].ctype);
 		FUZZ_CHECK(v2[i].content == v[i].content);
@@ -160,10 +153,8 @@ static void hist_entry_at(const uint8_t *p, size_t n, size_t klen)
 
 static void entries_at(const uint8_t *p, size_t n)
 {
-	log_entry_at(p, n, KEY_LOG_LEN);
-	log_entry_at(p, n, KEY_LOG_CHUNK_LEN);
-	hist_entry_at(p, n, KEY_HIST_LEN);
-	hist_entry_at(p, n, KEY_HIST_CHUNK_LEN);
+	log_entry_at(p, n);
+	hist_entry_at(p, n);
 }
 
 /* Two object keys and seqs from the input: memcmp order of the encoded
