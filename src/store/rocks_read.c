@@ -413,7 +413,7 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 		return rc;
 	for (; *n < limit && rocksdb_iter_valid(sc.it);
 	     rocksdb_iter_next(sc.it)) {
-		size_t klen, vlen, cnt;
+		size_t klen, vlen;
 		const char *k = rocksdb_iter_key(sc.it, &klen);
 		const char *v = rocksdb_iter_value(sc.it, &vlen);
 		uint64_t m;
@@ -421,12 +421,12 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 
 		if (hist_entry_decode((const uint8_t *)k, klen,
 		                      (const uint8_t *)v, vlen, &m, &kt, ck.seq,
-		                      ck.hist, &cnt) != 0) {
+		                      ck.hist, &ck.n) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
 		assert(m == member && kt == ktype);
-		for (size_t i = 0; i < cnt && *n < limit; i++) {
+		for (size_t i = 0; i < ck.n && *n < limit; i++) {
 			const val_hist *hv = &ck.hist[i];
 
 			if (bound != 0 && ck.seq[i] >= bound)
@@ -484,19 +484,19 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
 	for (rocksdb_iter_seek_to_last(it); rc == TALLY_OK &&
 	     rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
-		size_t klen, vlen, cnt;
+		size_t klen, vlen;
 		const char *k = rocksdb_iter_key(it, &klen);
 		const char *v = rocksdb_iter_value(it, &vlen);
 		key_obj o;
 
 		if (log_entry_decode((const uint8_t *)k, klen,
 		                     (const uint8_t *)v, vlen, &o, ck.seq,
-		                     ck.log, &cnt) != 0) {
+		                     ck.log, &ck.n) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
 		/* A chunk holds its events newest first. */
-		for (size_t i = cnt; rc == TALLY_OK && i-- > 0;)
+		for (size_t i = ck.n; rc == TALLY_OK && i-- > 0;)
 			rc = fn(arg, &o, ck.seq[i], &ck.log[i]);
 		if (ck.seq[0] > top)
 			top = ck.seq[0];
