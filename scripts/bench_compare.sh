@@ -141,17 +141,14 @@ rb_timed() { # key port c p r args...: about SECS seconds (n calibrated once)
 	fi
 	RES=$(rb "$port" "${NREQ[$key]}" "$c" "$p" "$r" "$@")
 }
-declare -A HALFC # clients giving about half the max read rate, per system
+declare -A HALFC # clients giving about half the max read rate, per system: each round's
 read_half() { # key port max_rps args... -> "rps p50 p99" at about half load
 	local key=$1 port=$2 max=$3; shift 3
 	local c res rps best="" bestd=""
-	if [ -n "${HALFC[$key]:-}" ]; then
-		c=${HALFC[$key]}
-		RES=$(rb "$port" "$(awk -v m="$max" -v s="$SECS" 'BEGIN { print int(m / 2 * s) }')" "$c" 1 100000 "$@")
-		return
-	fi
-	# Fewer clients until the rate falls to half of max or below; keep the
-	# closest.
+	# Fewer clients until the rate falls to half of this round's max or
+	# below; keep the closest. Every round: a count found in one round
+	# (say while the server was busy with earlier work) can be full load
+	# in the next.
 	for c in 25 12 8 6 4 3 2 1; do
 		res=$(rb "$port" "$(awk -v m="$max" -v s="$SECS" 'BEGIN { print int(m / 4 * s) }')" "$c" 1 100000 "$@")
 		rps=${res%% *}
@@ -161,7 +158,7 @@ read_half() { # key port max_rps args... -> "rps p50 p99" at about half load
 		fi
 		awk -v a="$rps" -v m="$max" 'BEGIN { exit !(a <= 0.5 * m) }' && break
 	done
-	HALFC[$key]=${best%% *}
+	HALFC[$key]="${HALFC[$key]:+${HALFC[$key]}, }${best%% *}"
 	RES=${best#* }
 }
 record() { # round system workload "rps p50 p99"
@@ -496,9 +493,10 @@ P99=$(get tally read-half 5)
 	echo "![read latency](bench-read-latency.png)"
 	echo ""
 	echo "redis-benchmark has no rate limit: half load is approximated by fewer"
-	echo "clients (\`-P 1\`): in the first round the script tries 25, 12, 8, 6, 4, 3, 2, 1"
-	echo "clients until the rate is at or below half of read-max and keeps the count"
-	echo "closest to half, then reuses it. pgbench uses \`-R\` (max/2 TPS) with 16"
+	echo "clients (\`-P 1\`): in every round, right after that round's read-max, the"
+	echo "script tries 25, 12, 8, 6, 4, 3, 2, 1 clients until the rate is at or below"
+	echo "half of it and keeps the count closest to half (the clients column lists each"
+	echo "round's). pgbench uses \`-R\` (max/2 TPS) with 16"
 	echo "clients; p50/p99 come from its per-transaction log (\`-l\`)."
 	echo "pgbench's latency under \`-R\` is measured from the scheduled start, so it"
 	echo "includes waiting behind a slow transaction (open loop); redis-benchmark's is"
