@@ -166,16 +166,22 @@ size_t val_log_encode(uint8_t *buf, const val_log *v)
 	return n;
 }
 
+/* One log value's fields, as val_log_encode() writes them. */
+static void read_log(val_reader *r, val_log *v)
+{
+	v->member = read_u64(r);
+	v->at_ms = read_at_ms(r);
+	v->delta = read_i64(r);
+	v->total = read_i64(r);
+}
+
 int val_log_decode(const uint8_t *buf, size_t len, val_log *v)
 {
 	assert(v != NULL);
 	assert(buf != NULL || len == 0);
 	val_reader r = { buf, len, 0 };
 	val_log out;
-	out.member = read_u64(&r);
-	out.at_ms = read_at_ms(&r);
-	out.delta = read_i64(&r);
-	out.total = read_i64(&r);
+	read_log(&r, &out);
 	if (reader_done(&r) != 0)
 		return -1;
 	*v = out;
@@ -194,19 +200,34 @@ size_t val_hist_encode(uint8_t *buf, const val_hist *v)
 	return n;
 }
 
+/* A ctype: a u16 as a varint (anything larger fails the reader). */
+static uint16_t read_ctype(val_reader *r)
+{
+	uint64_t ctype = read_u64(r);
+
+	if (ctype > UINT16_MAX)
+		r->err = 1;
+	return r->err ? 0 : (uint16_t)ctype;
+}
+
+/* One history value's fields, as val_hist_encode() writes them. */
+static void read_hist(val_reader *r, val_hist *v)
+{
+	v->ctype = read_ctype(r);
+	v->content = read_u64(r);
+	v->at_ms = read_at_ms(r);
+	v->delta = read_i64(r);
+}
+
 int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 {
 	assert(v != NULL);
 	assert(buf != NULL || len == 0);
 	val_reader r = { buf, len, 0 };
-	uint64_t ctype = read_u64(&r);
 	val_hist out;
-	out.content = read_u64(&r);
-	out.at_ms = read_at_ms(&r);
-	out.delta = read_i64(&r);
-	if (reader_done(&r) != 0 || ctype > UINT16_MAX)
+	read_hist(&r, &out);
+	if (reader_done(&r) != 0)
 		return -1;
-	out.ctype = (uint16_t)ctype;
 	*v = out;
 	return 0;
 }
@@ -307,10 +328,7 @@ int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	if (key_log_decode(k, klen, o, &oldest) != 0)
 		return -1;
 	seq[0] = 0;
-	out[0].member = read_u64(&r);
-	out[0].at_ms = read_at_ms(&r);
-	out[0].delta = read_i64(&r);
-	out[0].total = read_i64(&r);
+	read_log(&r, &out[0]);
 	for (; !r.err && r.left > 0; cnt++) {
 		const val_log *nw = &out[cnt - 1];
 		val_log *e = &out[cnt];
@@ -337,7 +355,7 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 {
 	val_reader r = { v, vlen, 0 };
 	uint64_t oldest;
-	size_t cnt = 0;
+	size_t cnt = 1;
 
 	assert(member != NULL && ktype != NULL && seq != NULL);
 	assert(out != NULL && n != NULL);
@@ -345,24 +363,19 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	if (key_hist_decode(k, klen, member, ktype, &oldest) != 0)
 		return -1;
 	seq[0] = 0;
-	do {
+	read_hist(&r, &out[0]);
+	for (; !r.err && r.left > 0; cnt++) {
+		const val_hist *nw = &out[cnt - 1];
 		val_hist *e = &out[cnt];
-		uint64_t ctype;
 
 		if (cnt == EV_CHUNK_MAX)
 			return -1;
-		if (cnt > 0)
-			read_gap(&r, seq, cnt, oldest);
-		ctype = read_u64(&r);
-		if (ctype > UINT16_MAX)
-			r.err = 1;
-		e->ctype = (uint16_t)ctype;
+		read_gap(&r, seq, cnt, oldest);
+		e->ctype = read_ctype(&r);
 		e->content = read_u64(&r);
-		e->at_ms = cnt == 0 ? read_at_ms(&r)
-		                    : wrap_sub(out[cnt - 1].at_ms, read_i64(&r));
+		e->at_ms = wrap_sub(nw->at_ms, read_i64(&r));
 		e->delta = read_i64(&r);
-		cnt++;
-	} while (!r.err && r.left > 0);
+	}
 	if (reader_done(&r) != 0)
 		return -1;
 	seqs_fix(seq, cnt, oldest);
