@@ -39,10 +39,12 @@ static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
 	hmap *ov = cf == CF_NAMED ? r->ov_named : r->ov_totals;
 	hmap *cache = cf == CF_NAMED ? r->cache_named : r->cache_totals;
 	int inserted;
-	rocks_val *v = hmap_put(ov, key, len, &inserted);
+	rocks_ov *o = hmap_put(ov, key, len, &inserted);
+	rocks_val *v;
 
-	if (v == NULL)
+	if (o == NULL)
 		return TALLY_ENOMEM;
+	v = &o->val;
 	if (inserted) {
 		const rocks_val *c = hmap_get(cache, key, len);
 
@@ -51,7 +53,8 @@ static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
 		if (c != NULL) {
 			v->v = c->v;
 			v->exists = c->exists;
-		} else if (rocks_dirty_find(r, cf, key, len, &d)) {
+			o->cached = 1;
+		} else if (rocks_dirty_load(r, cf, key, len, &d, &o->home)) {
 			v->v = d.v;
 			v->exists = d.exists;
 		} else {
@@ -281,9 +284,12 @@ static int journal_vals(rocks *r, int cf, hmap *ov)
 	void *val;
 	int rc = TALLY_OK;
 
-	while (rc == TALLY_OK && hmap_next(ov, &pos, &key, &len, &val))
-		if (rocks_val_changed(val))
-			rc = rocks_journal_add(r, cf, key, len, val);
+	while (rc == TALLY_OK && hmap_next(ov, &pos, &key, &len, &val)) {
+		const rocks_ov *o = val;
+
+		if (rocks_val_changed(&o->val))
+			rc = rocks_journal_add(r, cf, key, len, &o->val);
+	}
 	return rc;
 }
 
@@ -319,7 +325,7 @@ static void overlays_commit(rocks *r, hmap *ov, hmap *cache)
 	if (hmap_count(cache) + hmap_count(ov) > r->cache_max)
 		hmap_clear(cache);
 	while (hmap_next(ov, &pos, &key, &len, &val)) {
-		const rocks_val *v = val;
+		const rocks_val *v = &((const rocks_ov *)val)->val;
 		rocks_val *c;
 
 		if (rocks_val_changed(v))
@@ -376,7 +382,7 @@ static int batch_write(rocks *r, int sync)
  * to. */
 static void ops_prefetch(rocks *r, const store_op *ops, size_t n)
 {
-	uint8_t okey[KEY_OBJ_LEN];
+	uint8_t okey[KEY_OBJ_LEN], mkey[KEY_MEMBER_LEN];
 
 	for (int deep = 0; deep < 2; deep++) {
 		for (size_t i = 0; i < n; i++) {
@@ -395,6 +401,12 @@ static void ops_prefetch(rocks *r, const store_op *ops, size_t n)
 				key_obj_encode(okey, &op->obj);
 				rocks_dirty_prefetch(r, CF_TOTALS, okey,
 				                     sizeof okey, deep);
+				if (op->mode == TALLY_MODE_UNIQUE) {
+					key_member_encode(mkey, &op->obj,
+					                  op->member);
+					rocks_events_member_prefetch(r, mkey,
+					                             deep);
+				}
 				break;
 			default:
 				break;

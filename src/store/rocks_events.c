@@ -111,6 +111,36 @@ int rocks_evgen_add(rocks_evgen *g, const rocks_ev *src)
 	return 0;
 }
 
+void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep)
+{
+	uint8_t okey[KEY_OBJ_LEN];
+
+	key_obj_encode(okey, &ev->obj);
+	hmap_prefetch(g->by_obj, okey, sizeof okey, deep);
+	if (ev->member != 0) {
+		uint8_t hkey[KEY_HIST_PREFIX_LEN];
+
+		key_hist_prefix_encode(hkey, ev->member, ev->obj.ktype);
+		hmap_prefetch(g->by_hist, hkey, sizeof hkey, deep);
+	}
+	if (ev->unique) {
+		uint8_t mkey[KEY_MEMBER_LEN];
+
+		key_member_encode(mkey, &ev->obj, ev->member);
+		hmap_prefetch(g->members, mkey, sizeof mkey, deep);
+	}
+}
+
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep)
+{
+	if (r->ev_dirty != NULL)
+		hmap_prefetch(r->ev_dirty->members, key, KEY_MEMBER_LEN,
+		              deep);
+	if (r->ev_frozen != NULL)
+		hmap_prefetch(r->ev_frozen->members, key, KEY_MEMBER_LEN,
+		              deep);
+}
+
 int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out)
 {
 	const rocks_evgen *gens[2] = { r->ev_dirty, r->ev_frozen };

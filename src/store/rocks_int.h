@@ -82,6 +82,14 @@ typedef struct rocks_val {
 	uint8_t put;     /* named: SET or DEL this batch: write v, not acc */
 } rocks_val;
 
+/* A value as one batch sees it (the overlays' entries), with where it was
+ * loaded from, so that the commit does not look it up a second time. */
+typedef struct rocks_ov {
+	rocks_val val;
+	rocks_val *home;  /* its entry in the dirty table, found at load */
+	uint8_t cached;   /* loaded from the committer's cache */
+} rocks_ov;
+
 /* A membership: of one batch (committer), or of the events in memory. */
 typedef struct rocks_mem {
 	int64_t at_ms;
@@ -271,6 +279,11 @@ void rocks_journal_commit(rocks *r);
  * The committer calls it bare; other threads between rdlock and unlock. */
 int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
                      rocks_val *out);
+/* Committer only: like rocks_dirty_find, and *home is the entry when it
+ * is in the dirty table (else NULL). The entry stays where it is until the
+ * batch's commit, which alone freezes the dirty table. */
+int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
+                     rocks_val *out, rocks_val **home);
 /* Prefetch hint for a coming rocks_dirty_find of key (hmap_prefetch's
  * deep); committer only. */
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
@@ -291,6 +304,10 @@ int rocks_evgen_add(rocks_evgen *g, const rocks_ev *ev);
 /* The membership of a member key in the dirty or frozen events: 1 and
  * *out, or 0. Committer bare; other threads under the read lock. */
 int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out);
+/* Prefetch hints, committer only (hmap_prefetch's deep): for a coming
+ * rocks_events_member of key, and for a coming rocks_evgen_add of ev. */
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep);
+void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep);
 /* Call fn on the events in memory of an object (hist 0, prefix an object
  * key) or of a member's history of one type (hist 1, prefix a history
  * prefix), newest first, until fn returns nonzero. Returns the lowest seq

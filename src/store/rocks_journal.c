@@ -181,12 +181,13 @@ void rocks_journal_discard(rocks *r)
 
 /* ---- lookups -------------------------------------------------------------- */
 
-int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
-                     rocks_val *out)
+int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
+                     rocks_val *out, rocks_val **home)
 {
 	int t = tab_of(cf);
-	const rocks_val *v = hmap_get(r->dirty[t], key, len);
+	rocks_val *v = hmap_get(r->dirty[t], key, len);
 
+	*home = v;
 	if (v == NULL && r->frozen[t] != NULL)
 		v = hmap_get(r->frozen[t], key, len);
 	if (v == NULL)
@@ -195,6 +196,14 @@ int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
 		return 0;
 	*out = *v;
 	return 1;
+}
+
+int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
+                     rocks_val *out)
+{
+	rocks_val *home;
+
+	return rocks_dirty_load(r, cf, key, len, out, &home);
 }
 
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
@@ -225,16 +234,21 @@ void rocks_dirty_unlock(rocks *r)
  * cache_max divided by it. */
 #define EVENTS_PER_VALUE 4
 
+static void val_set(rocks_val *d, const rocks_val *v)
+{
+	d->v = v->exists ? v->v : 0;
+	d->exists = v->exists;
+	d->acc = 0;
+	d->put = 0;
+}
+
 static int tabs_put(hmap *tab, const void *key, size_t len, const rocks_val *v)
 {
 	rocks_val *d = hmap_put(tab, key, len, NULL);
 
 	if (d == NULL)
 		return -1;
-	d->v = v->exists ? v->v : 0;
-	d->exists = v->exists;
-	d->acc = 0;
-	d->put = 0;
+	val_set(d, v);
 	return 0;
 }
 
@@ -297,6 +311,17 @@ static int reap(rocks *r)
 	return TALLY_OK;
 }
 
+/* Events whose map updates are hinted at once (as PREFETCH_OPS in
+ * rocks_apply.c). */
+#define EV_PREFETCH 64
+
+static void evs_prefetch(const rocks_evgen *g, const rocks_ev *ev, size_t n)
+{
+	for (int deep = 0; deep < 2; deep++)
+		for (size_t i = 0; i < n; i++)
+			rocks_evgen_prefetch(g, &ev[i], deep);
+}
+
 void rocks_journal_commit(rocks *r)
 {
 	size_t pos, len;
@@ -312,18 +337,32 @@ void rocks_journal_commit(rocks *r)
 
 			pos = 0;
 			while (hmap_next(ov, &pos, &key, &len, &val)) {
-				if (!rocks_val_changed(val))
+				const rocks_ov *o = val;
+
+				if (!rocks_val_changed(&o->val))
 					continue;
 				/* The cache holds values that agree with
-				 * the store only: drop the old one. */
-				hmap_del(cache, key, len);
-				if (tabs_put(r->dirty[t], key, len, val))
+				 * the store only: drop the old one. Only a
+				 * value loaded from it can be in it. */
+				if (o->cached)
+					hmap_del(cache, key, len);
+				if (o->home != NULL)
+					val_set(o->home, &o->val);
+				else if (tabs_put(r->dirty[t], key, len,
+				                  &o->val))
 					rc = TALLY_EIO;
 			}
 		}
-		for (size_t i = 0; i < r->bev_n; i++)
+		for (size_t i = 0; i < r->bev_n; i++) {
+			/* Each event is three map updates, mostly cache
+			 * misses: start a block of them at once. */
+			if (i % EV_PREFETCH == 0)
+				evs_prefetch(r->ev_dirty, &r->bev[i],
+				             r->bev_n - i < EV_PREFETCH ?
+				             r->bev_n - i : EV_PREFETCH);
 			if (rocks_evgen_add(r->ev_dirty, &r->bev[i]))
 				rc = TALLY_EIO;
+		}
 		pthread_rwlock_unlock(&r->dirty_lock);
 		r->bev_n = 0;
 		r->jseq++;
