@@ -16,6 +16,11 @@ typedef struct hmap hmap;
 /* Create a map whose values are value_size bytes (1..256). Values are
  * aligned for any type (max_align_t). Returns NULL on allocation failure. */
 hmap *hmap_create(size_t value_size);
+/* Like hmap_create, for a map emptied often by hmap_clear and rarely by
+ * hmap_del: entries are carved from 64 KiB blocks that the map keeps, and
+ * reuses after hmap_clear, instead of one malloc and free each. An entry
+ * removed by hmap_del keeps its memory until the next hmap_clear. */
+hmap *hmap_create_arena(size_t value_size);
 /* Free the map and every entry; NULL is a no-op. */
 void hmap_free(hmap *m);
 

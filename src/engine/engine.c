@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "core/keys.h"
@@ -512,6 +513,8 @@ static void *committer_main(void *arg)
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 	int stop = 0;
 
+	/* Named, so that top -H and perf tell the threads apart. */
+	prctl(PR_SET_NAME, "tally-commit", 0, 0, 0);
 	t->last_flush_ns = eng_now_ns();
 	while (!stop) {
 		size_t n = batch_take(t, &stop);

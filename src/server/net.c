@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -1011,6 +1012,10 @@ static void worker_main(void *arg)
 {
 	worker *w = arg;
 
+	char name[16];
+
+	snprintf(name, sizeof name, "tally-io-%d", w->idx);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
 	uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 

@@ -631,9 +631,9 @@ static int maps_create(rocks *r, const store_options *so)
 	r->wb = rocksdb_writebatch_create();
 	r->cache_named = hmap_create(sizeof(rocks_val));
 	r->cache_totals = hmap_create(sizeof(rocks_val));
-	r->ov_named = hmap_create(sizeof(rocks_ov));
-	r->ov_totals = hmap_create(sizeof(rocks_ov));
-	r->ov_members = hmap_create(sizeof(rocks_mem));
+	r->ov_named = hmap_create_arena(sizeof(rocks_ov));
+	r->ov_totals = hmap_create_arena(sizeof(rocks_ov));
+	r->ov_members = hmap_create_arena(sizeof(rocks_mem));
 	if (!r->wb || !r->cache_named || !r->cache_totals || !r->ov_named ||
 	    !r->ov_totals || !r->ov_members)
 		return TALLY_ENOMEM;

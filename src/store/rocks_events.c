@@ -23,9 +23,9 @@ rocks_evgen *rocks_evgen_create(void)
 
 	if (g == NULL)
 		return NULL;
-	g->by_obj = hmap_create(sizeof(uint32_t));
-	g->by_hist = hmap_create(sizeof(uint32_t));
-	g->members = hmap_create(sizeof(rocks_mem));
+	g->by_obj = hmap_create_arena(sizeof(uint32_t));
+	g->by_hist = hmap_create_arena(sizeof(uint32_t));
+	g->members = hmap_create_arena(sizeof(rocks_mem));
 	if (!g->by_obj || !g->by_hist || !g->members) {
 		rocks_evgen_free(g);
 		return NULL;
@@ -188,13 +188,18 @@ uint64_t rocks_events_walk(rocks *r, int hist, const uint8_t *prefix,
 }
 
 /* A map's key, for sorting: a copy of its bytes (sorting on pointers into
- * the map took a cache miss per compare), and its value (a chain head or
- * a membership). */
+ * the map took a cache miss per compare), and a copy of its value, a chain
+ * head or a membership (read while the entry is in cache: reading it
+ * through a pointer after the sort was a miss per key). */
 #define SORT_KEY_MAX KEY_MEMBER_LEN
 typedef struct keyref {
 	uint8_t key[SORT_KEY_MAX];
-	const void *val;
+	uint32_t u;         /* chains: the newest event, 1-based; memberships:
+	                       in */
+	int64_t at_ms;      /* memberships */
 } keyref;
+
+_Static_assert(sizeof(keyref) == 32, "the sort moves 32 bytes per key");
 
 _Static_assert(KEY_OBJ_LEN <= SORT_KEY_MAX &&
                KEY_HIST_PREFIX_LEN <= SORT_KEY_MAX, "sort keys fit");
@@ -232,8 +237,10 @@ static keyref *radix_sort(keyref *a, keyref *tmp, size_t n, size_t len)
 	return a;
 }
 
-/* The map's keys (all of length len) in byte order: *out malloc()ed. */
-static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
+/* The map's keys (all of length len) in byte order, with their values
+ * (members 1: rocks_mem; 0: a chain head): *out malloc()ed. */
+static int keys_sorted(const hmap *m, size_t len, int members, keyref **out,
+                       size_t *n)
 {
 	size_t pos = 0, klen, k = 0;
 	const void *key;
@@ -252,7 +259,16 @@ static int keys_sorted(const hmap *m, size_t len, keyref **out, size_t *n)
 	while (hmap_next(m, &pos, &key, &klen, &val)) {
 		assert(klen == len && k < *n);
 		memcpy(a[k].key, key, len);
-		a[k++].val = val;
+		if (members) {
+			const rocks_mem *mem = val;
+
+			a[k].u = mem->in;
+			a[k].at_ms = mem->at_ms;
+		} else {
+			a[k].u = *(const uint32_t *)val;
+			a[k].at_ms = 0;
+		}
+		k++;
 	}
 	res = radix_sort(a, tmp, *n, len);
 	free(res == a ? tmp : a);
@@ -301,6 +317,8 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
 	rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen, (char *)v, vlen);
 }
 
+#define CHAIN_PREFETCH 8
+
 /* One table's entries of the events: log (hist 0) or history (hist 1).
  * Each chain (an object's or a member's events, newest first) becomes
  * chunks of up to EV_CHUNK_MAX events, newest first, which is key order
@@ -314,12 +332,17 @@ static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
 	size_t n;
 
 	if (keys_sorted(hist ? g->by_hist : g->by_obj,
-	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, &refs, &n))
+	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, 0, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		size_t c = 0;
 
-		for (uint32_t at = *(const uint32_t *)refs[i].val; at != 0;) {
+		/* The chains' newest events lie all over the generation: a
+		 * cache miss each, started CHAIN_PREFETCH chains ahead. */
+		if (i + CHAIN_PREFETCH < n && refs[i + CHAIN_PREFETCH].u != 0)
+			__builtin_prefetch(&g->ev[refs[i + CHAIN_PREFETCH].u -
+			                          1]);
+		for (uint32_t at = refs[i].u; at != 0;) {
 			const rocks_ev *ev = &g->ev[at - 1];
 
 			chunk[c++] = ev;
@@ -344,17 +367,17 @@ int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
 
 	if (write_chains(g, wb, cfs[CF_LOG], 0) ||
 	    write_chains(g, wb, cfs[CF_HIST], 1) ||
-	    keys_sorted(g->members, KEY_MEMBER_LEN, &refs, &n))
+	    keys_sorted(g->members, KEY_MEMBER_LEN, 1, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		const rocks_mem *m = refs[i].val;
 		uint8_t buf[VARINT_MAX];
 
-		if (m->in)
+		if (refs[i].u)
 			rocksdb_writebatch_put_cf(wb, cfs[CF_MEMBERS],
 			                          (const char *)refs[i].key,
 			                          KEY_MEMBER_LEN, (char *)buf,
-			                          varint_put_i64(buf, m->at_ms));
+			                          varint_put_i64(buf,
+			                                         refs[i].at_ms));
 		else
 			rocksdb_writebatch_delete_cf(wb, cfs[CF_MEMBERS],
 			                             (const char *)refs[i].key,

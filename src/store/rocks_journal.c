@@ -23,6 +23,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "core/varint.h"
 #include "store/rocks_int.h"
@@ -502,6 +503,7 @@ static void *ckpt_main(void *arg)
 {
 	rocks *r = arg;
 
+	prctl(PR_SET_NAME, "tally-ckpt", 0, 0, 0);
 	pthread_mutex_lock(&r->ck_mu);
 	for (;;) {
 		while (r->ck_state != CK_RUNNING && !r->ck_stop)
@@ -534,9 +536,9 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 	 * bound is cache_max changed values. */
 	r->journal_max = journal_max ? journal_max : (uint64_t)64 << 20;
 	for (int t = 0; t < 2; t++) {
-		r->dirty[t] = hmap_create(sizeof(rocks_val));
-		r->spare[t] = hmap_create(sizeof(rocks_val));
-		r->clean[t] = hmap_create(sizeof(rocks_val));
+		r->dirty[t] = hmap_create_arena(sizeof(rocks_val));
+		r->spare[t] = hmap_create_arena(sizeof(rocks_val));
+		r->clean[t] = hmap_create_arena(sizeof(rocks_val));
 		if (r->dirty[t] == NULL || r->spare[t] == NULL ||
 		    r->clean[t] == NULL)
 			return TALLY_ENOMEM;

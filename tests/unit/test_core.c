@@ -889,10 +889,19 @@ static void test_hash_bytes_is_xxh3(void **state)
 	assert_true(hash_bytes("abc", 3) != hash_bytes("abd", 3));
 }
 
+/* Every hmap test runs on both kinds of map: state is the creator. */
+typedef hmap *(*map_creator)(size_t value_size);
+static map_creator mk_plain = hmap_create;
+static map_creator mk_arena = hmap_create_arena;
+
+static hmap *map_new(void **state, size_t value_size)
+{
+	return (*(map_creator *)*state)(value_size);
+}
+
 static void test_hmap_put_get_del(void **state)
 {
-	(void)state;
-	hmap *m = hmap_create(sizeof(int64_t));
+	hmap *m = map_new(state, sizeof(int64_t));
 	assert_non_null(m);
 	assert_int_equal(hmap_count(m), 0);
 	assert_null(hmap_get(m, "k", 1));
@@ -924,10 +933,9 @@ static void test_hmap_put_get_del(void **state)
 
 static void test_hmap_value_sizes_and_alignment(void **state)
 {
-	(void)state;
 	const size_t sizes[] = { 1, 3, 8, 17, 256 };
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		hmap *m = hmap_create(sizes[i]);
+		hmap *m = map_new(state, sizes[i]);
 		assert_non_null(m);
 		for (int k = 0; k < 100; k++) {
 			const uint8_t key[2] = { 'k', (uint8_t)k };
@@ -942,8 +950,7 @@ static void test_hmap_value_sizes_and_alignment(void **state)
 
 static void test_hmap_clear(void **state)
 {
-	(void)state;
-	hmap *m = hmap_create(8);
+	hmap *m = map_new(state, 8);
 	assert_non_null(m);
 	for (uint64_t i = 0; i < 1000; i++)
 		assert_non_null(hmap_put(m, &i, sizeof(i), NULL));
@@ -971,8 +978,7 @@ static void test_hmap_clear(void **state)
  * too long) and whichever pass, the map reads the same afterwards. */
 static void test_hmap_prefetch_changes_nothing(void **state)
 {
-	(void)state;
-	hmap *m = hmap_create(sizeof(uint64_t));
+	hmap *m = map_new(state, sizeof(uint64_t));
 	assert_non_null(m);
 	uint8_t big[HMAP_KEY_MAX + 1];
 	memset(big, 'b', sizeof big);
@@ -1006,9 +1012,8 @@ static void test_hmap_prefetch_changes_nothing(void **state)
 
 static void test_hmap_grows_to_a_million(void **state)
 {
-	(void)state;
 	const uint64_t n = 1000000;
-	hmap *m = hmap_create(sizeof(uint64_t));
+	hmap *m = map_new(state, sizeof(uint64_t));
 	assert_non_null(m);
 	for (uint64_t i = 0; i < n; i++) {
 		int ins = 0;
@@ -1048,9 +1053,8 @@ static void fill_numbered(hmap *m, uint64_t n)
 
 static void test_hmap_iteration_visits_each_once(void **state)
 {
-	(void)state;
 	const uint64_t n = 20000;
-	hmap *m = hmap_create(sizeof(uint64_t));
+	hmap *m = map_new(state, sizeof(uint64_t));
 	assert_non_null(m);
 	fill_numbered(m, n);
 	uint8_t *seen = calloc(n, 1);
@@ -1077,9 +1081,8 @@ static void test_hmap_iteration_visits_each_once(void **state)
 
 static void test_hmap_delete_during_iteration(void **state)
 {
-	(void)state;
 	const uint64_t n = 50000;
-	hmap *m = hmap_create(sizeof(uint64_t));
+	hmap *m = map_new(state, sizeof(uint64_t));
 	assert_non_null(m);
 	fill_numbered(m, n);
 	uint8_t *seen = calloc(n, 1);
@@ -1120,8 +1123,7 @@ static void test_hmap_delete_during_iteration(void **state)
 
 static void test_hmap_empty_key(void **state)
 {
-	(void)state;
-	hmap *m = hmap_create(4);
+	hmap *m = map_new(state, 4);
 	assert_non_null(m);
 	int ins = 0;
 	uint8_t *v = hmap_put(m, NULL, 0, &ins);
@@ -1148,8 +1150,7 @@ static void test_hmap_empty_key(void **state)
 
 static void test_hmap_key_max(void **state)
 {
-	(void)state;
-	hmap *m = hmap_create(8);
+	hmap *m = map_new(state, 8);
 	assert_non_null(m);
 	uint8_t key[HMAP_KEY_MAX + 1];
 	memset(key, 'q', sizeof(key));
@@ -1179,10 +1180,9 @@ static void test_hmap_key_max(void **state)
 
 static void test_hmap_tombstone_churn(void **state)
 {
-	(void)state;
 	/* Many inserts and deletes of fresh keys with few live at a time:
 	 * tombstones must be swept, or probes would never end. */
-	hmap *m = hmap_create(sizeof(uint64_t));
+	hmap *m = map_new(state, sizeof(uint64_t));
 	assert_non_null(m);
 	uint64_t s = 1;
 	for (uint64_t i = 0; i < 300000; i++) {
@@ -1205,14 +1205,13 @@ static void test_hmap_tombstone_churn(void **state)
 
 static void test_hmap_random_against_model(void **state)
 {
-	(void)state;
 	/* A random mix of operations on a small key space, checked against a
 	 * plain array: the map must agree after every step. */
 	enum { KEYS = 512 };
 	int64_t model[KEYS];
 	uint8_t present[KEYS];
 	memset(present, 0, sizeof(present));
-	hmap *m = hmap_create(sizeof(int64_t));
+	hmap *m = map_new(state, sizeof(int64_t));
 	assert_non_null(m);
 	uint64_t s = 2024;
 	size_t live = 0;
@@ -1274,17 +1273,28 @@ int main(void)
 		cmocka_unit_test(test_record_decode_rejects_top_bits),
 		cmocka_unit_test(test_record_pack_unpack),
 		cmocka_unit_test(test_hash_bytes_is_xxh3),
-		cmocka_unit_test(test_hmap_put_get_del),
-		cmocka_unit_test(test_hmap_value_sizes_and_alignment),
-		cmocka_unit_test(test_hmap_clear),
-		cmocka_unit_test(test_hmap_prefetch_changes_nothing),
-		cmocka_unit_test(test_hmap_grows_to_a_million),
-		cmocka_unit_test(test_hmap_iteration_visits_each_once),
-		cmocka_unit_test(test_hmap_delete_during_iteration),
-		cmocka_unit_test(test_hmap_empty_key),
-		cmocka_unit_test(test_hmap_key_max),
-		cmocka_unit_test(test_hmap_tombstone_churn),
-		cmocka_unit_test(test_hmap_random_against_model),
+		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_clear, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_clear, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_prefetch_changes_nothing, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_prefetch_changes_nothing, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_grows_to_a_million, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_grows_to_a_million, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_iteration_visits_each_once, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_iteration_visits_each_once, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_delete_during_iteration, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_delete_during_iteration, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_empty_key, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_empty_key, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_key_max, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_key_max, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_tombstone_churn, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_tombstone_churn, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_random_against_model, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_random_against_model, &mk_arena),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
