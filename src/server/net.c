@@ -1011,8 +1011,7 @@ static void on_tick(uv_timer_t *tm)
 static void worker_main(void *arg)
 {
 	worker *w = arg;
-
-	char name[16];
+	char name[16]; /* a thread name's limit, with its NUL */
 
 	snprintf(name, sizeof name, "tally-io-%d", w->idx);
 	prctl(PR_SET_NAME, name, 0, 0, 0);
