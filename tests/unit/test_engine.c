@@ -3265,6 +3265,95 @@ static void test_events_in_memory_merge_with_tables(void **state)
 	CHECK_U64(seen[0], n + n / 10 + 1);
 }
 
+/* Completions of one group of writes (one callback per write). */
+struct group_rec {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	size_t done, errs;
+};
+
+static void group_cb(void *arg, int err, int64_t result)
+{
+	struct group_rec *g = arg;
+
+	(void)result;
+	pthread_mutex_lock(&g->mu);
+	g->done++;
+	g->errs += err != TALLY_OK;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* Whether a like counts is decided by the membership wherever it is: in
+ * the batch, in the events in memory, or, once checkpoints wrote it and
+ * left memory, in the table only, which a batch reads in one batched
+ * lookup per block of its writes. One group (one batch) re-adds members
+ * of all three kinds, one of them twice, and removes one. */
+static void test_membership_from_tables_decides_unique(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	enum { N = 600, RE = 200, G = RE + 2 };
+	tally_write *ws = calloc(G, sizeof *ws);
+	/* Heap, and leaked on a time-out, as in run_batch(). */
+	struct group_rec *g = calloc(1, sizeof *g);
+	struct timespec until;
+	tally_stats st;
+	int64_t at = 0;
+
+	assert_non_null(ws);
+	assert_non_null(g);
+	o.cache_entries_max = 1024; /* a checkpoint every 256 events */
+	fx_reopen_with(f, &o);
+	for (uint64_t m = 1; m <= N; m++) {
+		tally_event ev = ev_of("article", "like", 1, m);
+
+		ev.at_ms = (int64_t)(1000 + m);
+		add_ok(f->t, &ev);
+		if (m % 10 == 0)
+			remove_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_TRUE(st.store_checkpoints >= 2);
+	CHECK_I64(count_of(f->t, "article", "like", 1), N - N / 10);
+
+	for (size_t i = 0; i < RE; i++) {
+		ws[i].kind = TALLY_W_ADD;
+		ws[i].event = ev_of("article", "like", 1, i + 1);
+	}
+	ws[RE].kind = TALLY_W_ADD;
+	ws[RE].event = ev_of("article", "like", 1, 1);
+	ws[RE + 1].kind = TALLY_W_REMOVE;
+	ws[RE + 1].event = ev_of("article", "like", 1, 5);
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	CHECK_OK(tally_write_group_async(f->t, ws, G, group_cb, g));
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&g->mu);
+	while (g->done < G &&
+	       pthread_cond_timedwait(&g->cv, &g->mu, &until) == 0) {
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (g->done < G)
+		fail_msg("only %zu of %d callbacks ran within 60 s", g->done, G);
+	CHECK_U64(g->errs, 0);
+	/* Of members 1..200, the 20 removed ones count again; member 1's
+	 * second add changes nothing; member 5 leaves. */
+	CHECK_I64(count_of(f->t, "article", "like", 1),
+	          N - N / 10 + RE / 10 - 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 1, &at));
+	CHECK_I64(at, 1001); /* the first add's time: the re-add was a no-op */
+	CHECK_RC(tally_has(f->t, "article", "like", 1, 5, NULL),
+	         TALLY_ENOTFOUND);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 10, NULL));
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 599, NULL));
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+	free(ws);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -3293,6 +3382,7 @@ int main(void)
 	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_events_in_memory_merge_with_tables),
+	    T(test_membership_from_tables_decides_unique),
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_counts_returns_every_type),
