@@ -238,9 +238,10 @@ static keyref *radix_sort(keyref *a, keyref *tmp, size_t n, size_t len)
 }
 
 /* The map's keys (all of length len) in byte order, with their values
- * (members 1: rocks_mem; 0: a chain head): *out malloc()ed. */
-static int keys_sorted(const hmap *m, size_t len, int members, keyref **out,
-                       size_t *n)
+ * (members 1: rocks_mem; 0: a chain head): *out points into s's scratch,
+ * valid until the next call. */
+static int keys_sorted(sorted *s, const hmap *m, size_t len, int members,
+                       keyref **out, size_t *n)
 {
 	size_t pos = 0, klen, k = 0;
 	const void *key;
@@ -249,13 +250,21 @@ static int keys_sorted(const hmap *m, size_t len, int members, keyref **out,
 
 	assert(len <= SORT_KEY_MAX);
 	*n = hmap_count(m);
-	a = malloc((*n ? *n : 1) * sizeof *a);
-	tmp = malloc((*n ? *n : 1) * sizeof *tmp);
-	if (a == NULL || tmp == NULL) {
-		free(a);
-		free(tmp);
+	*out = NULL;
+	if (*n == 0)
+		return 0;
+	if (*n > SIZE_MAX / 2 / sizeof *a)
 		return -1;
+	if (s->keys_bytes < 2 * *n * sizeof *a) {
+		void *p = realloc(s->keys, 2 * *n * sizeof *a);
+
+		if (p == NULL)
+			return -1;
+		s->keys = p;
+		s->keys_bytes = 2 * *n * sizeof *a;
 	}
+	a = s->keys;
+	tmp = a + *n;
 	while (hmap_next(m, &pos, &key, &klen, &val)) {
 		assert(klen == len && k < *n);
 		memcpy(a[k].key, key, len);
@@ -271,7 +280,6 @@ static int keys_sorted(const hmap *m, size_t len, int members, keyref **out,
 		k++;
 	}
 	res = radix_sort(a, tmp, *n, len);
-	free(res == a ? tmp : a);
 	*out = res;
 #ifndef NDEBUG
 	for (size_t i = 1; i < *n; i++)
@@ -324,14 +332,15 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
  * chunks of up to EV_CHUNK_MAX events, newest first, which is key order
  * too (seqs are stored inverted): only the distinct objects or members
  * are sorted. */
-static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+static int write_chains(const rocks_evgen *g, sorted *s,
+                        rocksdb_writebatch_t *wb,
                         rocksdb_column_family_handle_t *cf, int hist)
 {
 	const rocks_ev *chunk[EV_CHUNK_MAX];
 	keyref *refs;
 	size_t n;
 
-	if (keys_sorted(hist ? g->by_hist : g->by_obj,
+	if (keys_sorted(s, hist ? g->by_hist : g->by_obj,
 	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, 0, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
@@ -355,19 +364,19 @@ static int write_chains(const rocks_evgen *g, rocksdb_writebatch_t *wb,
 		if (c > 0)
 			put_chunk(chunk, c, wb, cf, hist);
 	}
-	free(refs);
 	return 0;
 }
 
-int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+int rocks_evgen_write(const rocks_evgen *g, sorted *s,
+                      rocksdb_writebatch_t *wb,
                       rocksdb_column_family_handle_t *const *cfs)
 {
 	keyref *refs;
 	size_t n;
 
-	if (write_chains(g, wb, cfs[CF_LOG], 0) ||
-	    write_chains(g, wb, cfs[CF_HIST], 1) ||
-	    keys_sorted(g->members, KEY_MEMBER_LEN, 1, &refs, &n))
+	if (write_chains(g, s, wb, cfs[CF_LOG], 0) ||
+	    write_chains(g, s, wb, cfs[CF_HIST], 1) ||
+	    keys_sorted(s, g->members, KEY_MEMBER_LEN, 1, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		uint8_t buf[VARINT_MAX];
@@ -383,7 +392,6 @@ int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
 			                             (const char *)refs[i].key,
 			                             KEY_MEMBER_LEN);
 	}
-	free(refs);
 	return 0;
 }
 

@@ -318,8 +318,10 @@ uint64_t rocks_events_walk(rocks *r, int hist, const uint8_t *prefix,
                            int (*fn)(void *arg, const rocks_ev *ev),
                            void *arg);
 /* Put a generation's log, history and membership entries into wb, each
- * table's in key order. 0, or -1 out of memory (wb then holds some). */
-int rocks_evgen_write(const rocks_evgen *g, rocksdb_writebatch_t *wb,
+ * table's in key order, sorting in s's scratch (its other contents are
+ * not touched). 0, or -1 out of memory (wb then holds some). */
+int rocks_evgen_write(const rocks_evgen *g, sorted *s,
+                      rocksdb_writebatch_t *wb,
                       rocksdb_column_family_handle_t *const *cfs);
 /* A copy of the frozen then the dirty events, by seq (*out malloc()ed, or
  * NULL when none). Under the read lock. TALLY_OK or TALLY_ENOMEM. */

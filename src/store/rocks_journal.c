@@ -417,7 +417,7 @@ static int mem_entries(rocks *r, sorted *s, rocksdb_writebatch_t *wb,
 	if (rc == 0)
 		rc = sorted_flush(s, wb, r->cf);
 	if (rc == 0)
-		rc = rocks_evgen_write(evs, wb, r->cf);
+		rc = rocks_evgen_write(evs, s, wb, r->cf);
 	if (rc != 0) {
 		sorted_clear(s);
 		rocksdb_writebatch_clear(wb);

@@ -10,6 +10,7 @@ void sorted_free(sorted *s)
 {
 	free(s->ents);
 	free(s->order);
+	free(s->keys);
 	memset(s, 0, sizeof *s);
 }
 

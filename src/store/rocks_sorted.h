@@ -33,6 +33,11 @@ typedef struct sorted {
 	size_t n, cap;
 	const sorted_ent **order;  /* sort scratch */
 	size_t order_cap;
+	/* The events' key sort's scratch (rocks_events.c), kept from one
+	 * checkpoint to the next: fresh megabytes each time were page
+	 * faults. */
+	void *keys;
+	size_t keys_bytes;
 } sorted;
 
 void sorted_free(sorted *s);
