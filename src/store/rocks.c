@@ -182,8 +182,8 @@ static rocksdb_mergeoperator_t *merge_create(void)
  * of the same objects and members. RocksDB's single-writer insert keeps
  * the previous insert's position in the skiplist, but starts again from
  * the top level whenever an older entry lies between two consecutive
- * inserted keys, which here is every insert: 80% of the checkpoint
- * thread's CPU under random likes was those descents. An insert with a
+ * inserted keys, which here is every insert: under random likes those
+ * descents took 44% of the checkpoint thread's CPU. An insert with a
  * hint instead walks up only as far as the key needs. Hints are kept per
  * key prefix; a 1-byte prefix (a type id's high byte, or a member id's:
  * the same in nearly every key) makes them one hint per table, carried
