@@ -371,10 +371,6 @@ static int batch_write(rocks *r, int sync)
 	return TALLY_OK;
 }
 
-/* Ops applied after one prefetch of their values' table slots: about as
- * many misses as a core keeps in flight, a few times over. */
-#define PREFETCH_OPS 64
-
 /* Most of a batch's time in memory is its lookups of the values it
  * changes in the dirty tables, a cache miss or two each (30% of the
  * committer's samples under random INCR, measured): start them all before
@@ -423,15 +419,15 @@ static void ops_prefetch(rocks *r, const store_op *ops, size_t n)
  * member_slot() to read again, and report. */
 static void members_preload(rocks *r, const store_op *ops, size_t n)
 {
-	uint8_t keys[PREFETCH_OPS][KEY_MEMBER_LEN];
-	const char *kp[PREFETCH_OPS];
-	size_t ks[PREFETCH_OPS];
-	rocks_mem *slot[PREFETCH_OPS];
-	rocksdb_pinnableslice_t *vals[PREFETCH_OPS];
-	char *errs[PREFETCH_OPS];
+	uint8_t keys[ROCKS_BLOCK][KEY_MEMBER_LEN];
+	const char *kp[ROCKS_BLOCK];
+	size_t ks[ROCKS_BLOCK];
+	rocks_mem *slot[ROCKS_BLOCK];
+	rocksdb_pinnableslice_t *vals[ROCKS_BLOCK];
+	char *errs[ROCKS_BLOCK];
 	size_t k = 0;
 
-	assert(n <= PREFETCH_OPS);
+	assert(n <= ROCKS_BLOCK);
 	for (size_t i = 0; i < n; i++) {
 		const store_op *op = &ops[i];
 		rocks_mem *m;
@@ -485,9 +481,8 @@ int rocks_apply(store *s, store_batch *b)
 	if (r->failed)
 		return r->failed;
 	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++) {
-		if (i % PREFETCH_OPS == 0) {
-			size_t k = b->n - i < PREFETCH_OPS ? b->n - i
-			                                   : PREFETCH_OPS;
+		if (i % ROCKS_BLOCK == 0) {
+			size_t k = rocks_block_len(b->n, i);
 
 			ops_prefetch(r, &b->ops[i], k);
 			members_preload(r, &b->ops[i], k);

@@ -254,6 +254,18 @@ void rocks_journal_close(rocks *r);
  * until their checkpoint. Any thread. */
 int rocks_journal_spill(rocks *r);
 /* Whether an overlay entry changed its value in this batch. */
+/* The committer works through a batch's ops, and a commit through its
+ * events, in blocks of this many: their map lookups hinted at once, their
+ * memberships read at once. About as many cache misses as a core keeps
+ * in flight, a few times over. */
+#define ROCKS_BLOCK 64
+
+/* Length of the block starting at i of n items. */
+static inline size_t rocks_block_len(size_t n, size_t i)
+{
+	return n - i < ROCKS_BLOCK ? n - i : ROCKS_BLOCK;
+}
+
 static inline int rocks_val_changed(const rocks_val *v)
 {
 	return v->put || v->acc != 0;

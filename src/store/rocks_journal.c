@@ -312,10 +312,6 @@ static int reap(rocks *r)
 	return TALLY_OK;
 }
 
-/* Events whose map updates are hinted at once (as PREFETCH_OPS in
- * rocks_apply.c). */
-#define EV_PREFETCH 64
-
 static void evs_prefetch(const rocks_evgen *g, const rocks_ev *ev, size_t n)
 {
 	for (int deep = 0; deep < 2; deep++)
@@ -357,10 +353,9 @@ void rocks_journal_commit(rocks *r)
 		for (size_t i = 0; i < r->bev_n; i++) {
 			/* Each event is three map updates, mostly cache
 			 * misses: start a block of them at once. */
-			if (i % EV_PREFETCH == 0)
+			if (i % ROCKS_BLOCK == 0)
 				evs_prefetch(r->ev_dirty, &r->bev[i],
-				             r->bev_n - i < EV_PREFETCH ?
-				             r->bev_n - i : EV_PREFETCH);
+				             rocks_block_len(r->bev_n, i));
 			if (rocks_evgen_add(r->ev_dirty, &r->bev[i]))
 				rc = TALLY_EIO;
 		}
