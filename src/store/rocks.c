@@ -682,6 +682,7 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	rocks *r;
 	int rc;
 
+	rocks_counters_off();
 	*out = NULL;
 	if (!so->create && !exists_db(path))
 		return TALLY_ENOTFOUND;

@@ -476,6 +476,7 @@ int rocks_apply(store *s, store_batch *b)
 	uint64_t seq_start = r->seq;
 	int rc = TALLY_OK;
 
+	rocks_counters_off();
 	assert(b != NULL && (b->n == 0 || b->ops != NULL));
 	assert(hmap_count(r->ov_named) == 0 && hmap_count(r->ov_totals) == 0);
 	if (r->failed)

@@ -499,6 +499,7 @@ static void *ckpt_main(void *arg)
 	rocks *r = arg;
 
 	prctl(PR_SET_NAME, "tally-ckpt", 0, 0, 0);
+	rocks_counters_off();
 	pthread_mutex_lock(&r->ck_mu);
 	for (;;) {
 		while (r->ck_state != CK_RUNNING && !r->ck_stop)

@@ -53,6 +53,7 @@ static int get_val(rocks *r, int cf, const uint8_t *key, size_t len,
 
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out)
 {
+	rocks_counters_off();
 	return get_val((rocks *)s, CF_NAMED, key, len, out);
 }
 
@@ -61,6 +62,7 @@ int rocks_total(store *s, const key_obj *o, int64_t *out)
 	uint8_t key[KEY_OBJ_LEN];
 	int rc;
 
+	rocks_counters_off();
 	key_obj_encode(key, o);
 	rc = get_val((rocks *)s, CF_TOTALS, key, sizeof key, out);
 	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
@@ -120,6 +122,7 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 
 int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
 {
+	rocks_counters_off();
 	for (size_t i = 0; i < n; i += MTOTAL_CHUNK) {
 		size_t k = n - i < MTOTAL_CHUNK ? n - i : MTOTAL_CHUNK;
 		int rc = mtotal_chunk((rocks *)s, objs + i, k, out + i);
@@ -139,6 +142,7 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
 	rocks_mem m;
 	rocks *r = (rocks *)s;
 
+	rocks_counters_off();
 	key_member_encode(key, o, member);
 	/* Held across the column family's read: a checkpoint cannot move
 	 * the membership from memory to the table in between. */
@@ -279,6 +283,7 @@ int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)
 	scan sc;
 	int rc;
 
+	rocks_counters_off();
 	*out = 0;
 	key_obj_encode(prefix, o);
 	rocks_dirty_rdlock(r);
@@ -334,6 +339,7 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	uint64_t low, bound;
 	chunk ck;
 
+	rocks_counters_off();
 	*n = 0;
 	if (limit == 0)
 		return TALLY_OK;
@@ -397,6 +403,7 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	uint64_t low, bound;
 	chunk ck;
 
+	rocks_counters_off();
 	*n = 0;
 	if (limit == 0)
 		return TALLY_OK;
@@ -463,6 +470,7 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	char *err = NULL;
 	int rc;
 
+	rocks_counters_off();
 	if (ro == NULL)
 		return TALLY_ENOMEM;
 	/* Both under the lock: no freeze in between, so every event is in
