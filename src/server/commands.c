@@ -26,10 +26,14 @@ typedef void cmd_fn(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
 
 typedef struct cmd_def {
 	const char *name;     /* lower case */
+	size_t len;           /* of name */
 	int arity;            /* > 0 exact argc, < 0 at least -arity */
 	int flags;
 	cmd_fn *fn;
 } cmd_def;
+
+/* A table entry, its name's length counted by the compiler. */
+#define CMD(name, arity, flags, fn) { name, sizeof name - 1, arity, flags, fn }
 
 /* ---- argument parsing ---------------------------------------------------- */
 
@@ -959,38 +963,38 @@ static void cmd_tbackup(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 /* ---- the table ----------------------------------------------------------------- */
 
 static const cmd_def table[] = {
-	{ "ping", -1, 0, cmd_ping },
-	{ "echo", 2, 0, cmd_echo },
-	{ "quit", -1, CMD_NOAUTH, cmd_quit },
-	{ "hello", -1, CMD_NOAUTH, cmd_hello },
-	{ "auth", -2, CMD_NOAUTH, cmd_auth },
-	{ "select", 2, 0, cmd_select },
-	{ "client", -2, 0, cmd_client },
-	{ "command", -1, 0, cmd_command },
-	{ "info", -1, 0, cmd_info },
-	{ "dbsize", 1, 0, cmd_dbsize },
-	{ "config", -2, 0, cmd_config },
-	{ "incr", 2, CMD_WRITE, cmd_incr },
-	{ "incrby", 3, CMD_WRITE, cmd_incrby },
-	{ "decr", 2, CMD_WRITE, cmd_decr },
-	{ "decrby", 3, CMD_WRITE, cmd_decrby },
-	{ "get", 2, 0, cmd_get },
-	{ "mget", -2, 0, cmd_mget },
-	{ "set", -3, CMD_WRITE, cmd_set },
-	{ "del", -2, CMD_WRITE, cmd_del },
-	{ "exists", -2, 0, cmd_exists },
-	{ "tally.add", -5, CMD_WRITE | CMD_TEXT, cmd_tadd },
-	{ "tally.remove", -5, CMD_WRITE | CMD_TEXT, cmd_tremove },
-	{ "tally.count", -4, CMD_TEXT, cmd_tcount },
-	{ "tally.mcount", -4, CMD_TEXT, cmd_tmcount },
-	{ "tally.counts", 3, CMD_TEXT, cmd_tcounts },
-	{ "tally.recent", -4, CMD_TEXT, cmd_trecent },
-	{ "tally.has", 5, CMD_TEXT, cmd_thas },
-	{ "tally.history", -3, CMD_TEXT, cmd_thistory },
-	{ "tally.type", -2, CMD_TEXT, cmd_ttype },
-	{ "tally.types", 1, CMD_TEXT, cmd_ttypes },
-	{ "tally.shards", -2, CMD_TEXT, cmd_tshards },
-	{ "tally.backup", 2, CMD_TEXT, cmd_tbackup },
+	CMD("ping", -1, 0, cmd_ping),
+	CMD("echo", 2, 0, cmd_echo),
+	CMD("quit", -1, CMD_NOAUTH, cmd_quit),
+	CMD("hello", -1, CMD_NOAUTH, cmd_hello),
+	CMD("auth", -2, CMD_NOAUTH, cmd_auth),
+	CMD("select", 2, 0, cmd_select),
+	CMD("client", -2, 0, cmd_client),
+	CMD("command", -1, 0, cmd_command),
+	CMD("info", -1, 0, cmd_info),
+	CMD("dbsize", 1, 0, cmd_dbsize),
+	CMD("config", -2, 0, cmd_config),
+	CMD("incr", 2, CMD_WRITE, cmd_incr),
+	CMD("incrby", 3, CMD_WRITE, cmd_incrby),
+	CMD("decr", 2, CMD_WRITE, cmd_decr),
+	CMD("decrby", 3, CMD_WRITE, cmd_decrby),
+	CMD("get", 2, 0, cmd_get),
+	CMD("mget", -2, 0, cmd_mget),
+	CMD("set", -3, CMD_WRITE, cmd_set),
+	CMD("del", -2, CMD_WRITE, cmd_del),
+	CMD("exists", -2, 0, cmd_exists),
+	CMD("tally.add", -5, CMD_WRITE | CMD_TEXT, cmd_tadd),
+	CMD("tally.remove", -5, CMD_WRITE | CMD_TEXT, cmd_tremove),
+	CMD("tally.count", -4, CMD_TEXT, cmd_tcount),
+	CMD("tally.mcount", -4, CMD_TEXT, cmd_tmcount),
+	CMD("tally.counts", 3, CMD_TEXT, cmd_tcounts),
+	CMD("tally.recent", -4, CMD_TEXT, cmd_trecent),
+	CMD("tally.has", 5, CMD_TEXT, cmd_thas),
+	CMD("tally.history", -3, CMD_TEXT, cmd_thistory),
+	CMD("tally.type", -2, CMD_TEXT, cmd_ttype),
+	CMD("tally.types", 1, CMD_TEXT, cmd_ttypes),
+	CMD("tally.shards", -2, CMD_TEXT, cmd_tshards),
+	CMD("tally.backup", 2, CMD_TEXT, cmd_tbackup),
 };
 static const size_t table_n = sizeof table / sizeof table[0];
 
@@ -1037,10 +1041,13 @@ const char *cmd_name(size_t i)
 	return i < table_n ? table[i].name : NULL;
 }
 
+/* Every command's name is looked up once or twice (a write's, while
+ * replies are owed): lengths first, so most entries cost one compare. */
 static const cmd_def *lookup(const char *name, size_t len)
 {
 	for (size_t i = 0; i < table_n; i++)
-		if (arg_is(name, len, table[i].name))
+		if (table[i].len == len &&
+		    strncasecmp(name, table[i].name, len) == 0)
 			return &table[i];
 	return NULL;
 }
@@ -1096,7 +1103,7 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		reply_unknown(c, argc, argv, lens);
 		return;
 	}
-	atomic_fetch_add(&c->s->cmd_calls[d - table], 1);
+	stat_add(&c->st->cmd_calls[d - table], 1);
 	if (c->s->cfg.requirepass && !c->cl->authed &&
 	    !(d->flags & CMD_NOAUTH)) {
 		reply_error(c->out, "NOAUTH Authentication required.");

@@ -115,7 +115,7 @@ char *metrics_text(void *arg, size_t *len)
 	   "# TYPE tally_command_calls_total counter\n");
 	for (size_t i = 0; cmd_name(i) != NULL; i++)
 		tx(&t, "tally_command_calls_total{cmd=\"%s\"} %" PRIu64 "\n",
-		   cmd_name(i), atomic_load(&s->cmd_calls[i]));
+		   cmd_name(i), srv_cmd_calls(s, i));
 	prom_counter(&t, "writes_total", "Writes acknowledged", st.writes);
 	prom_counter(&t, "write_errors_total", "Writes failed",
 	             st.write_errors);

@@ -75,14 +75,28 @@ void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
 	X(bytes_in_total, "Bytes read from clients")                        \
 	X(bytes_out_total, "Bytes written to clients")
 
+/* Commands counted per table entry (see commands.c). */
+#define CMD_TABLE_MAX 64
+
+/* Each worker's counters, written by that worker alone (stat_add) and
+ * read by any thread. On cache lines of their own: the workers' counts
+ * sharing a line, or one shared count per command, bounced the line
+ * between cores on every command. */
 typedef struct srv_stats {
+	/* Aligned, so the struct's size is whole cache lines too. */
+	_Alignas(64) _Atomic uint64_t cmd_calls[CMD_TABLE_MAX];
 #define X(name, help) _Atomic uint64_t name;
 	SRV_STATS(X)
 #undef X
 } srv_stats;
 
-/* Commands counted per table entry (see commands.c). */
-#define CMD_TABLE_MAX 64
+/* Add to a counter only its own worker writes: a plain load and store,
+ * no locked instruction (readers still see whole values). */
+static inline void stat_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+	                      memory_order_relaxed);
+}
 
 typedef struct srv srv;
 
@@ -109,6 +123,7 @@ enum reply_fmt {
  * of replies, whatever is pending before). */
 typedef struct cmd_ctx {
 	srv *s;
+	srv_stats *st;              /* the running worker's counters */
 	client_info *cl;
 	rbuf *out;
 	void *conn;
@@ -145,14 +160,15 @@ struct srv {
 	_Atomic uint64_t next_client_id;
 	_Atomic int stopping;
 	int64_t started_ms;
-	srv_stats *stats;                /* one per worker */
-	_Atomic uint64_t cmd_calls[CMD_TABLE_MAX];
+	srv_stats *stats;                /* one per worker, 64-byte aligned */
 	secret pass;                     /* digest of requirepass (main.c) */
 };
 
 /* Sum of stat `field` over workers. */
 uint64_t srv_stat_sum(const srv *s, size_t offset);
 #define SRV_STAT(s, field) srv_stat_sum((s), offsetof(srv_stats, field))
+/* Calls of command table entry i, over workers. */
+uint64_t srv_cmd_calls(const srv *s, size_t i);
 
 /* net.c */
 int net_start(srv *s);            /* bind, start workers; 0 or -1 */

@@ -21,6 +21,7 @@
 
 static char data_dir[64];
 static srv server;
+static srv_stats stats;
 
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw)
@@ -125,8 +126,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(p != NULL);
 	FUZZ_CHECK(resp_parser_feed(p, (const char *)data, size) == RESP_OK);
 	rbuf_init(&out, server.cfg.max_output, 2);
-	cmd_ctx c = { .s = &server, .cl = &cl, .out = &out, .conn = &out,
-	              .submit = submit, .offload = NULL };
+	cmd_ctx c = { .s = &server, .st = &stats, .cl = &cl, .out = &out,
+	              .conn = &out, .submit = submit, .offload = NULL };
 	while (ncmd < FUZZ_CMDS_MAX && !cl.close_after &&
 	       resp_parser_next(p, &cmd) == RESP_OK) {
 		if (is_backup(&cmd))

@@ -398,6 +398,7 @@ section "redis-benchmark: exact counts"
 BENCH_N=100000
 on_cluster && BENCH_N=20000
 rcli del counter:__rand_int__ >/dev/null
+incr_calls0=$(metric 'tally_command_calls_total{cmd="incr"}')
 bench_out=$(timeout 180 redis-benchmark -p "$T_RESP" -t incr -n "$BENCH_N" -c 50 -P 16 -q 2>&1) ||
 	fail "redis-benchmark -t incr -n $BENCH_N -c 50 -P 16 exits 0" "$bench_out"
 assert_eq "$BENCH_N pipelined INCRs of one hot key from 50 clients" "$BENCH_N" \
@@ -411,6 +412,10 @@ vals=$(rcli mget "${keys[@]}")
 sum=$(awk '$1 != "" { s += $1 } END { print s + 0 }' <<<"$vals")
 nonnil=$(awk '$1 != "" { n++ } END { print n + 0 }' <<<"$vals")
 assert_eq "sum of counter:000000000000..999 after -r 1000 equals the requests" "$BENCH_N" "$sum"
+# 50 clients spread over the workers, each counting its own commands.
+assert_eq "/metrics counted every INCR of both runs, over all workers" \
+	"$((2 * BENCH_N))" \
+	"$(($(metric 'tally_command_calls_total{cmd="incr"}') - ${incr_calls0:-0}))"
 if on_cluster; then
 	assert_int_cmp "redis-benchmark -r 1000 used most of its 1000 keys" "$nonnil" -gt 900
 else
