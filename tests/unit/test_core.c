@@ -1038,6 +1038,21 @@ static void test_hmap_grows_to_a_million(void **state)
 	assert_int_equal(hmap_count(m), n / 2);
 	for (uint64_t i = 0; i < n; i++)
 		assert_int_equal(hmap_get(m, &i, sizeof(i)) != NULL, i % 2);
+	/* Cleared and filled again: an arena map reuses its blocks, the
+	 * huge ones past its first 2 MiB included, and the slot table. */
+	hmap_clear(m);
+	assert_int_equal(hmap_count(m), 0);
+	for (uint64_t i = n; i-- > 0;) {
+		uint64_t *v = hmap_put(m, &i, sizeof(i), NULL);
+		assert_non_null(v);
+		assert_int_equal((uintptr_t)v % alignof(max_align_t), 0);
+		*v = i + 7;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t *v = hmap_get(m, &i, sizeof(i));
+		assert_non_null(v);
+		assert_int_equal(*v, i + 7);
+	}
 	hmap_free(m);
 }
 
