@@ -262,7 +262,7 @@ int rocks_journal_spill(rocks *r);
 /* RocksDB counts every key comparison, block read and lookup into a
  * thread-local perf context unless the calling thread says otherwise;
  * through the shared library each count is a __tls_get_addr call, which
- * under random likes was some 15% of the checkpoint thread's CPU (the
+ * under random likes was some 10% of the checkpoint thread's CPU (the
  * memtable's comparator counts). tally never reads those counts. The
  * level is per thread, and the store runs on threads it does not own
  * (the committer's, the server's), so every entry point that reaches
