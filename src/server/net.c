@@ -296,11 +296,12 @@ static int conn_offload(void *cp, void (*fn)(void *arg, rbuf *out),
 {
 	conn *c = cp;
 	offload_job *j = calloc(1, sizeof *j);
-	slot *sl = calloc(1, sizeof *sl);
+	slot *sl = slot_alloc(c->w);
 
 	if (j == NULL || sl == NULL) {
 		free(j);
-		free(sl);
+		if (sl != NULL)
+			slot_release(c->w, sl);
 		return -1;
 	}
 	sl->c = c;
@@ -313,7 +314,7 @@ static int conn_offload(void *cp, void (*fn)(void *arg, rbuf *out),
 	                  offload_done) != 0) {
 		rbuf_free(&j->out);
 		free(j);
-		free(sl);
+		slot_release(c->w, sl);
 		return -1;
 	}
 	/* Linked only now, as in conn_submit: offload_done runs on this
@@ -1239,12 +1240,9 @@ uint32_t net_clients(const srv *s)
 
 uint64_t srv_cmd_calls(const srv *s, size_t i)
 {
-	uint64_t sum = 0;
-
 	assert(i < CMD_TABLE_MAX);
-	for (int k = 0; s->stats != NULL && k < s->workers_n; k++)
-		sum += atomic_load(&s->stats[k].cmd_calls[i]);
-	return sum;
+	return srv_stat_sum(s, offsetof(srv_stats, cmd_calls) +
+	                       i * sizeof s->stats->cmd_calls[0]);
 }
 
 uint64_t srv_stat_sum(const srv *s, size_t offset)

@@ -92,10 +92,8 @@ static int merge_sum(const char *const *ops, const size_t *lens, int n,
 {
 	for (int i = 0; i < n; i++) {
 		int64_t v;
-		size_t used;
 
-		if (varint_get_i64((const uint8_t *)ops[i], lens[i], &v, &used) ||
-		    used != lens[i])
+		if (val_i64_decode((const uint8_t *)ops[i], lens[i], &v))
 			return -1;
 		*sum += (uint64_t)v;
 	}
@@ -114,10 +112,8 @@ static char *merge_full(void *state, const char *key, size_t key_len,
 	*success = 0;
 	if (existing != NULL) {
 		int64_t v;
-		size_t used;
 
-		if (varint_get_i64((const uint8_t *)existing, existing_len, &v,
-		                   &used) || used != existing_len)
+		if (val_i64_decode((const uint8_t *)existing, existing_len, &v))
 			return NULL;
 		sum = (uint64_t)v;
 	}

@@ -451,14 +451,13 @@ static void members_preload(rocks *r, const store_op *ops, size_t n)
 	rocksdb_batched_multi_get_cf(r->db, r->ro, r->cf[CF_MEMBERS], k, kp, ks,
 	                             vals, errs, 0);
 	for (size_t i = 0; i < k; i++) {
-		size_t vlen = 0, used;
+		size_t vlen = 0;
 		const char *v = vals[i] ? rocksdb_pinnableslice_value(vals[i],
 		                                                      &vlen)
 		                        : NULL;
 
 		if (errs[i] != NULL || (v != NULL &&
-		    (varint_get_i64((const uint8_t *)v, vlen, &slot[i]->at_ms,
-		                    &used) || used != vlen))) {
+		    val_i64_decode((const uint8_t *)v, vlen, &slot[i]->at_ms))) {
 			hmap_del(r->ov_members, keys[i], KEY_MEMBER_LEN);
 		} else {
 			slot[i]->in = v != NULL;

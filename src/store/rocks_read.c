@@ -12,7 +12,7 @@ int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
                   int64_t *out)
 {
 	char *err = NULL;
-	size_t vlen = 0, used;
+	size_t vlen = 0;
 	char *val = rocksdb_get_cf(r->db, r->ro, r->cf[cf], (const char *)key,
 	                           len, &vlen, &err);
 	int rc = TALLY_OK;
@@ -22,11 +22,8 @@ int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
 		return rocks_err(err);
 	if (val == NULL)
 		return TALLY_ENOTFOUND;
-	if (varint_get_i64((const uint8_t *)val, vlen, out, &used) ||
-	    used != vlen) {
-		*out = 0;
+	if (val_i64_decode((const uint8_t *)val, vlen, out))
 		rc = TALLY_ECORRUPT;
-	}
 	rocksdb_free(val);
 	return rc;
 }
@@ -104,14 +101,14 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 		                     errs);
 	rocks_dirty_unlock(r);
 	for (size_t j = 0; j < m; j++) {
-		size_t used, i = idx[j];
+		size_t i = idx[j];
 
 		out[i] = 0;
 		if (errs[j]) {
 			rc = rocks_err(errs[j]);
 		} else if (vals[j]) {
-			if (varint_get_i64((uint8_t *)vals[j], vlen[j], &out[i],
-			                   &used) || used != vlen[j])
+			if (val_i64_decode((uint8_t *)vals[j], vlen[j],
+			                   &out[i]))
 				rc = TALLY_ECORRUPT;
 		}
 		if (vals[j])
