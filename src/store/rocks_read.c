@@ -83,10 +83,20 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 	assert(n <= MTOTAL_CHUNK);
 	/* Held across the multi-get: see get_val(). */
 	rocks_dirty_rdlock(r);
+	/* Each lookup below is a cache miss or two in each of the totals'
+	 * tables, taken one after another: start them all first (slots,
+	 * then the entries they point to), as the committer does. */
+	for (size_t i = 0; i < n; i++)
+		key_obj_encode(keys[i], &objs[i]);
+	for (int deep = 0; deep < 2; deep++)
+		for (size_t i = 0; i < n; i++)
+			rocks_dirty_prefetch(r, CF_TOTALS, keys[i],
+			                     KEY_OBJ_LEN, deep);
 	for (size_t i = 0; i < n; i++) {
 		rocks_val d;
 
-		key_obj_encode(keys[m], &objs[i]);
+		if (m != i)
+			memcpy(keys[m], keys[i], KEY_OBJ_LEN);
 		if (rocks_dirty_find(r, CF_TOTALS, keys[m], KEY_OBJ_LEN, &d)) {
 			out[i] = d.exists ? d.v : 0;
 			continue;
