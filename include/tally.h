@@ -681,6 +681,11 @@ typedef struct tally_stats {
 	 *  last checkpoint, held in memory and in the journal (written in
 	 *  every batch) but not yet in their own tables. */
 	uint64_t store_dirty;
+	/** rocksdb store: named counters and object totals as of the last
+	 *  checkpoint held in memory (up to cache_entries_max, kept across
+	 *  checkpoints while they stay unchanged), read without a RocksDB
+	 *  lookup. */
+	uint64_t store_clean;
 	/** rocksdb store: checkpoints done (dirty values written out to their
 	 *  tables in the background, and the journal behind them dropped). */
 	uint64_t store_checkpoints;

@@ -1079,6 +1079,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.store_recoveries = atomic_load(&t->st_store_recoveries),
 		.shard_growths = ss.shard_growths,
 		.store_dirty = ss.dirty,
+		.store_clean = ss.clean,
 		.store_checkpoints = ss.checkpoints,
 		.store_checkpoint_entries = ss.checkpoint_entries,
 	};

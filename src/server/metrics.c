@@ -146,6 +146,9 @@ char *metrics_text(void *arg, size_t *len)
 		prom_gauge(&t, "store_dirty",
 		           "Counter values in memory and the journal, not yet "
 		           "in their tables", st.store_dirty);
+		prom_gauge(&t, "store_clean",
+		           "Counter values as of the last checkpoint, held in "
+		           "memory", st.store_clean);
 		prom_counter(&t, "store_checkpoints_total",
 		             "Dirty counter values written out to their tables",
 		             st.store_checkpoints);
@@ -191,12 +194,13 @@ char *info_text(srv *s, const char *section, size_t *len)
 	if (section_on(section, "persistence"))
 		tx(&t, "# Persistence\r\nloading:0\r\nstore_status:%s\r\n"
 		   "store_failures:%" PRIu64 "\r\nstore_recoveries:%" PRIu64
-		   "\r\nstore_dirty:%" PRIu64 "\r\nstore_checkpoints:%"
-		   PRIu64 "\r\nstore_checkpoint_entries:%" PRIu64
+		   "\r\nstore_dirty:%" PRIu64 "\r\nstore_clean:%" PRIu64
+		   "\r\nstore_checkpoints:%" PRIu64
+		   "\r\nstore_checkpoint_entries:%" PRIu64
 		   "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
 		   st.store_error == TALLY_ENOSPC ? "failed-no-space" :
 		   "failed-io-error", st.store_failures, st.store_recoveries,
-		   st.store_dirty, st.store_checkpoints,
+		   st.store_dirty, st.store_clean, st.store_checkpoints,
 		   st.store_checkpoint_entries);
 	if (section_on(section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"

@@ -588,6 +588,7 @@ static void rocks_stats(store *s, store_stats *out)
 	out->last_seq = atomic_load(&r->st_seq);
 	out->counters = atomic_load(&r->st_counters);
 	out->dirty = atomic_load(&r->st_dirty);
+	out->clean = atomic_load(&r->st_clean);
 	out->checkpoints = atomic_load(&r->st_checkpoints);
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
 		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);

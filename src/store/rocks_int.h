@@ -152,6 +152,14 @@ typedef struct rocks {
 	 * the next freeze. The committer changes them under dirty_lock
 	 * (write); readers look up under it (read). */
 	hmap *dirty[2], *frozen[2], *clean[2], *spare[2];
+	/* The next clean tables, built by the checkpoint thread once its
+	 * write is done (rocks_journal.c, carry_build()): the values it
+	 * wrote, and those of the clean tables it did not replace, so that
+	 * values untouched for a while stay readable from memory, up to
+	 * cache_max. carried[t]: carry[t] was built and replaces clean[t]
+	 * at the reap (set before CK_DONE, under ck_mu). */
+	hmap *carry[2];
+	uint8_t carried[2];
 	/* The events' generations, likewise, under the same lock. */
 	rocks_evgen *ev_dirty, *ev_frozen, *ev_spare;
 	rocks_ev *bev;       /* this batch's events, committed into ev_dirty */
@@ -191,6 +199,7 @@ typedef struct rocks {
 	_Atomic uint64_t st_seq;
 	_Atomic uint64_t st_counters;
 	_Atomic uint64_t st_dirty;
+	_Atomic uint64_t st_clean;
 	_Atomic uint64_t st_checkpoints;
 	_Atomic uint64_t st_ck_entries; /* entries checkpoints wrote */
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];

@@ -253,6 +253,48 @@ static int tabs_put(hmap *tab, const void *key, size_t len, const rocks_val *v)
 	return 0;
 }
 
+/* Build carry[t], the next clean table: frozen's values, which the
+ * checkpoint just wrote, then the clean table's that frozen does not
+ * replace (unchanged since the checkpoint before, so still what the
+ * column family holds), up to cache_max values. Checkpoint thread: the
+ * frozen and clean tables do not change while a checkpoint runs, so they
+ * are read here without the lock. Copying a frozen table near the bound
+ * would cost more than the few values it leaves room for, so one of
+ * cache_max / 2 values or more becomes the clean table itself, as
+ * before. */
+static void carry_build(rocks *r, hmap *const tab[2])
+{
+	for (int t = 0; t < 2; t++) {
+		hmap *c = r->carry[t];
+		size_t pos = 0, len;
+		const void *key;
+		void *val;
+		int ok = 1;
+
+		r->carried[t] = 0;
+		if (hmap_count(c) > 0)
+			hmap_clear(c); /* the clean table the last reap replaced */
+		if (hmap_count(r->clean[t]) == 0 ||
+		    hmap_count(tab[t]) >= r->cache_max / 2)
+			continue;
+		while (ok && hmap_next(tab[t], &pos, &key, &len, &val))
+			ok = tabs_put(c, key, len, val) == 0;
+		pos = 0;
+		while (ok && hmap_count(c) < r->cache_max &&
+		       hmap_next(r->clean[t], &pos, &key, &len, &val)) {
+			int inserted;
+			rocks_val *d = hmap_put(c, key, len, &inserted);
+
+			ok = d != NULL;
+			if (ok && inserted)
+				val_set(d, val);
+		}
+		/* Out of memory: the frozen table becomes the clean one, as
+		 * before; what this copied is cleared at the next build. */
+		r->carried[t] = (uint8_t)ok;
+	}
+}
+
 static void freeze(rocks *r)
 {
 	pthread_mutex_lock(&r->ck_mu);
@@ -292,19 +334,31 @@ static int reap(rocks *r)
 	if (err != TALLY_OK)
 		return err; /* the frozen tables stay: reads still need them */
 	pthread_rwlock_wrlock(&r->dirty_lock);
-	/* The values just written stay readable from memory until the next
-	 * checkpoint replaces them; newer ones shadow them from the dirty
-	 * and frozen tables, and nothing else writes values to the store. */
+	/* The values just written (and, carried, older ones) stay readable
+	 * from memory; newer ones shadow them from the dirty and frozen
+	 * tables, and nothing else writes values to the store. */
 	for (int t = 0; t < 2; t++) {
-		hmap_clear(r->clean[t]);
-		r->spare[t] = r->clean[t];
-		r->clean[t] = r->frozen[t];
+		hmap *old = r->clean[t];
+
+		if (r->carried[t]) {
+			r->clean[t] = r->carry[t];
+			r->carry[t] = old; /* cleared by the next build */
+			r->spare[t] = r->frozen[t];
+		} else {
+			r->clean[t] = r->frozen[t];
+			r->spare[t] = old;
+		}
 		r->frozen[t] = NULL;
 	}
-	rocks_evgen_clear(r->ev_frozen);
 	r->ev_spare = r->ev_frozen;
 	r->ev_frozen = NULL;
 	pthread_rwlock_unlock(&r->dirty_lock);
+	atomic_store(&r->st_clean, hmap_count(r->clean[0]) +
+	                           hmap_count(r->clean[1]));
+	/* No reader can reach them any more: emptied outside the lock. */
+	for (int t = 0; t < 2; t++)
+		hmap_clear(r->spare[t]);
+	rocks_evgen_clear(r->ev_spare);
 	atomic_fetch_add(&r->st_checkpoints, 1);
 	/* Every record in the other file is older than the freeze, so
 	 * covered by this checkpoint, which is synced. */
@@ -513,6 +567,11 @@ static void *ckpt_main(void *arg)
 
 		pthread_mutex_unlock(&r->ck_mu);
 		int rc = ckpt_write(r, tab, evs, upto, counters, seq);
+
+		if (rc == TALLY_OK)
+			carry_build(r, tab);
+		else
+			r->carried[0] = r->carried[1] = 0;
 		pthread_mutex_lock(&r->ck_mu);
 		r->ck_err = rc;
 		r->ck_state = CK_DONE;
@@ -535,8 +594,9 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 		r->dirty[t] = hmap_create_arena(sizeof(rocks_val));
 		r->spare[t] = hmap_create_arena(sizeof(rocks_val));
 		r->clean[t] = hmap_create_arena(sizeof(rocks_val));
+		r->carry[t] = hmap_create_arena(sizeof(rocks_val));
 		if (r->dirty[t] == NULL || r->spare[t] == NULL ||
-		    r->clean[t] == NULL)
+		    r->clean[t] == NULL || r->carry[t] == NULL)
 			return TALLY_ENOMEM;
 	}
 	r->ev_dirty = rocks_evgen_create();
@@ -735,6 +795,7 @@ void rocks_journal_close(rocks *r)
 		hmap_free(r->frozen[t]);
 		hmap_free(r->spare[t]);
 		hmap_free(r->clean[t]);
+		hmap_free(r->carry[t]);
 	}
 	rocks_evgen_free(r->ev_dirty);
 	rocks_evgen_free(r->ev_frozen);

@@ -62,6 +62,8 @@ typedef struct store_stats {
 	uint64_t shard_growths; /* hot counters grown automatically */
 	uint64_t dirty;      /* values held in memory, not yet in their
 	                        column family (rocksdb) */
+	uint64_t clean;      /* values as of the last checkpoint, held in
+	                        memory (rocksdb) */
 	uint64_t checkpoints; /* times those were written out */
 	uint64_t checkpoint_entries; /* entries those wrote (rocksdb) */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];

@@ -2833,6 +2833,61 @@ static void test_journal_checkpoints_keep_every_value(void **state)
 	tally_closep(&c);
 }
 
+/* Totals and counters that later checkpoints do not touch stay readable
+ * from memory: each checkpoint's clean table carries the previous one's
+ * unchanged values (up to cache_entries_max), and they read right. */
+#define CARRY_OBJS 200
+static void test_checkpoints_carry_clean_values(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	uint64_t contents[CARRY_OBJS];
+	int64_t out[CARRY_OBJS], v = 0;
+	tally_stats st;
+
+	o.cache_entries_max = 1024; /* a checkpoint every 256 events */
+	fx_reopen_with(f, &o);
+	for (uint64_t c = 1; c <= CARRY_OBJS; c++) {
+		tally_event ev = ev_of("article", "view", c, 1);
+		ev.delta = (int64_t)c;
+		CHECK_I64(add_ok(f->t, &ev), (int64_t)c);
+		contents[c - 1] = c;
+	}
+	CHECK_OK(tally_set(f->t, "cold", 4, 42));
+	CHECK_OK(tally_stats_get(f->t, &st));
+	uint64_t first = st.store_checkpoints;
+	/* Then one article only, through several checkpoints. */
+	for (int i = 1; i <= 1500; i++) {
+		tally_event ev = ev_of("article", "view", CARRY_OBJS + 1, 1);
+		CHECK_I64(add_ok(f->t, &ev), i);
+	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	if (st.store_checkpoints < first + 3)
+		fail_msg("%" PRIu64 " checkpoints, want >= %" PRIu64,
+		         st.store_checkpoints, first + 3);
+	/* The 200 totals and the counter (and the hot total), carried. */
+	if (st.store_clean < CARRY_OBJS + 1)
+		fail_msg("%" PRIu64 " values in memory, want >= %d",
+		         st.store_clean, CARRY_OBJS + 1);
+	CHECK_OK(tally_mcount(f->t, "article", "view", contents, CARRY_OBJS,
+	                      out));
+	for (int i = 0; i < CARRY_OBJS; i++)
+		CHECK_I64(out[i], i + 1);
+	CHECK_OK(tally_get(f->t, "cold", 4, &v));
+	CHECK_I64(v, 42);
+	/* Changed again, the carried value gives way to the new one. */
+	CHECK_OK(tally_set(f->t, "cold", 4, 43));
+	for (int i = 0; i < 600; i++) {
+		tally_event ev = ev_of("article", "view", CARRY_OBJS + 1, 1);
+		add_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_get(f->t, "cold", 4, &v));
+	CHECK_I64(v, 43);
+	fx_reopen(f);
+	CHECK_OK(tally_get(f->t, "cold", 4, &v));
+	CHECK_I64(v, 43);
+}
+
 /* Copy every file of folder from into a new folder to, as it is: the
  * image a kill -9 leaves, as long as nothing writes meanwhile. */
 static void copy_folder(const char *from, const char *to)
@@ -3380,6 +3435,7 @@ int main(void)
 	    T(test_history_across_objects_and_ctypes_paged),
 	    T(test_mcount_many_objects),
 	    T(test_journal_checkpoints_keep_every_value),
+	    T(test_checkpoints_carry_clean_values),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_events_in_memory_merge_with_tables),
 	    T(test_membership_from_tables_decides_unique),
