@@ -421,6 +421,10 @@ if on_cluster; then
 else
 	d1=$(rcli dbsize)
 	assert_eq "DBSIZE grew by the keys redis-benchmark used" "$nonnil" "$((d1 - d0))"
+	clean=$(rcli info persistence | tr -d '\r' | sed -n 's/^store_clean://p')
+	assert_match "INFO persistence shows store_clean, the values as of the last checkpoint in memory" \
+		'^[0-9]+$' "$clean"
+	assert_match "/metrics shows tally_store_clean" '^[0-9]+$' "$(metric tally_store_clean)"
 fi
 
 # -------------------------------------------------------------------------
