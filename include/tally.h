@@ -681,10 +681,10 @@ typedef struct tally_stats {
 	 *  last checkpoint, held in memory and in the journal (written in
 	 *  every batch) but not yet in their own tables. */
 	uint64_t store_dirty;
-	/** rocksdb store: named counters and object totals as of the last
-	 *  checkpoint held in memory (up to cache_entries_max, kept across
-	 *  checkpoints while they stay unchanged), read without a RocksDB
-	 *  lookup. */
+	/** rocksdb store: named counters and object totals (and deletions)
+	 *  as of the last checkpoint held in memory, read without a RocksDB
+	 *  lookup: kept across checkpoints while they stay unchanged, up to
+	 *  cache_entries_max / 2 of each kind. */
 	uint64_t store_clean;
 	/** rocksdb store: checkpoints done (dirty values written out to their
 	 *  tables in the background, and the journal behind them dropped). */

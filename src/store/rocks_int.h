@@ -146,9 +146,10 @@ typedef struct rocks {
 	int64_t counters_delta; /* this batch */
 	/* The journal (rocks_journal.c). Index 0: named counters, 1: object
 	 * totals. dirty: values changed since the last freeze; frozen: those
-	 * the checkpoint thread is writing out (or NULL); clean: those the
-	 * last checkpoint wrote, which agree with the column families and
-	 * spare reads of them a RocksDB lookup; spare: an empty table for
+	 * the checkpoint thread is writing out (or NULL); clean: values as of
+	 * the last checkpoint (those it wrote, and older ones unchanged
+	 * since, carried), which agree with the column families and spare
+	 * reads of them a RocksDB lookup; spare: an empty table for
 	 * the next freeze. The committer changes them under dirty_lock
 	 * (write); readers look up under it (read). */
 	hmap *dirty[2], *frozen[2], *clean[2], *spare[2];
@@ -156,8 +157,9 @@ typedef struct rocks {
 	 * write is done (rocks_journal.c, carry_build()): the values it
 	 * wrote, and those of the clean tables it did not replace, so that
 	 * values untouched for a while stay readable from memory, up to
-	 * cache_max. carried[t]: carry[t] was built and replaces clean[t]
-	 * at the reap (set before CK_DONE, under ck_mu). */
+	 * cache_max / 2 each. carried[t]: carry[t] was built and replaces
+	 * clean[t] at the reap (written before CK_DONE, which ck_mu
+	 * publishes to the committer). */
 	hmap *carry[2];
 	uint8_t carried[2];
 	/* The events' generations, likewise, under the same lock. */

@@ -256,12 +256,12 @@ static int tabs_put(hmap *tab, const void *key, size_t len, const rocks_val *v)
 /* Build carry[t], the next clean table: frozen's values, which the
  * checkpoint just wrote, then the clean table's that frozen does not
  * replace (unchanged since the checkpoint before, so still what the
- * column family holds), up to cache_max values. Checkpoint thread: the
- * frozen and clean tables do not change while a checkpoint runs, so they
- * are read here without the lock. Copying a frozen table near the bound
- * would cost more than the few values it leaves room for, so one of
- * cache_max / 2 values or more becomes the clean table itself, as
- * before. */
+ * column family holds), up to cache_max / 2 values, so that both tables
+ * hold cache_max at most. A frozen table of that many values or more
+ * becomes the clean table itself, as before. Which older values are
+ * dropped at the bound follows the table's slot order, not their age.
+ * Checkpoint thread: the frozen and clean tables do not change while a
+ * checkpoint runs, so they are read here without the lock. */
 static void carry_build(rocks *r, hmap *const tab[2])
 {
 	for (int t = 0; t < 2; t++) {
@@ -277,10 +277,12 @@ static void carry_build(rocks *r, hmap *const tab[2])
 		if (hmap_count(r->clean[t]) == 0 ||
 		    hmap_count(tab[t]) >= r->cache_max / 2)
 			continue;
+		/* Deletions count too: they answer "absent" without a
+		 * RocksDB lookup. */
 		while (ok && hmap_next(tab[t], &pos, &key, &len, &val))
 			ok = tabs_put(c, key, len, val) == 0;
 		pos = 0;
-		while (ok && hmap_count(c) < r->cache_max &&
+		while (ok && hmap_count(c) < r->cache_max / 2 &&
 		       hmap_next(r->clean[t], &pos, &key, &len, &val)) {
 			int inserted;
 			rocks_val *d = hmap_put(c, key, len, &inserted);

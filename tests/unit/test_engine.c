@@ -1107,6 +1107,35 @@ static void test_mcount_many_objects(void **state)
 	CHECK_I64(out[5], 1);
 }
 
+/* MCOUNT over more objects than one RocksDB multi-get takes, some totals
+ * in memory and the rest in the tables only (after a reopen), in
+ * between: each gets its own. */
+#define MIX_OBJS 150
+static void test_mcount_mixes_memory_and_tables(void **state)
+{
+	struct fx *f = *state;
+	uint64_t contents[MIX_OBJS + 1];
+	int64_t out[MIX_OBJS + 1];
+
+	for (uint64_t c = 1; c <= MIX_OBJS; c++) {
+		tally_event ev = ev_of("article", "view", c, 1);
+		ev.delta = (int64_t)c * 10;
+		CHECK_I64(add_ok(f->t, &ev), (int64_t)c * 10);
+		contents[c - 1] = c;
+	}
+	contents[MIX_OBJS] = 99999; /* never counted */
+	fx_reopen(f);
+	for (uint64_t c = 3; c <= MIX_OBJS; c += 3) {
+		tally_event ev = ev_of("article", "view", c, 1);
+		CHECK_I64(add_ok(f->t, &ev), (int64_t)c * 10 + 1);
+	}
+	CHECK_OK(tally_mcount(f->t, "article", "view", contents, MIX_OBJS + 1,
+	                      out));
+	for (int i = 0; i < MIX_OBJS; i++)
+		CHECK_I64(out[i], (i + 1) * 10 + ((i + 1) % 3 == 0));
+	CHECK_I64(out[MIX_OBJS], 0);
+}
+
 static void test_counts_returns_every_type(void **state)
 {
 	struct fx *f = *state;
@@ -2854,6 +2883,8 @@ static void test_checkpoints_carry_clean_values(void **state)
 		contents[c - 1] = c;
 	}
 	CHECK_OK(tally_set(f->t, "cold", 4, 42));
+	CHECK_OK(tally_set(f->t, "gone", 4, 7));
+	CHECK_OK(tally_del(f->t, "gone", 4, NULL));
 	CHECK_OK(tally_stats_get(f->t, &st));
 	uint64_t first = st.store_checkpoints;
 	/* Then one article only, through several checkpoints. */
@@ -2875,14 +2906,22 @@ static void test_checkpoints_carry_clean_values(void **state)
 		CHECK_I64(out[i], i + 1);
 	CHECK_OK(tally_get(f->t, "cold", 4, &v));
 	CHECK_I64(v, 42);
-	/* Changed again, the carried value gives way to the new one. */
+	CHECK_RC(tally_get(f->t, "gone", 4, &v), TALLY_ENOTFOUND);
+	/* Changed again, the carried value gives way to the new one, through
+	 * checkpoints that carry it in turn. */
 	CHECK_OK(tally_set(f->t, "cold", 4, 43));
-	for (int i = 0; i < 600; i++) {
+	uint64_t second = st.store_checkpoints;
+	for (int i = 0; i < 900; i++) {
 		tally_event ev = ev_of("article", "view", CARRY_OBJS + 1, 1);
 		add_ok(f->t, &ev);
 	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	if (st.store_checkpoints < second + 2)
+		fail_msg("%" PRIu64 " checkpoints, want >= %" PRIu64,
+		         st.store_checkpoints, second + 2);
 	CHECK_OK(tally_get(f->t, "cold", 4, &v));
 	CHECK_I64(v, 43);
+	CHECK_RC(tally_get(f->t, "gone", 4, &v), TALLY_ENOTFOUND);
 	fx_reopen(f);
 	CHECK_OK(tally_get(f->t, "cold", 4, &v));
 	CHECK_I64(v, 43);
@@ -3436,6 +3475,7 @@ int main(void)
 	    T(test_mcount_many_objects),
 	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_checkpoints_carry_clean_values),
+	    T(test_mcount_mixes_memory_and_tables),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_events_in_memory_merge_with_tables),
 	    T(test_membership_from_tables_decides_unique),
