@@ -602,6 +602,7 @@ static const store_vt rocks_vt = {
 	.total = rocks_total,
 	.total_at = rocks_total_at,
 	.mtotal = rocks_mtotal,
+	.mget = rocks_mget,
 	.recent = rocks_recent,
 	.has = rocks_has,
 	.history = rocks_history,

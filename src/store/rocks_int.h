@@ -368,6 +368,8 @@ int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
 int rocks_total(store *s, const key_obj *o, int64_t *out);
 int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
 int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out);
+int rocks_mget(store *s, const uint8_t *const *keys, const size_t *lens,
+               size_t n, int64_t *out, int *found);
 int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
                  tally_entry *out, size_t *n);
 int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms);

@@ -65,45 +65,45 @@ int rocks_total(store *s, const key_obj *o, int64_t *out)
 	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
 }
 
-/* Up to this many objects per RocksDB multi-get call, so the key arrays
- * live on the stack. */
-#define MTOTAL_CHUNK 64
+/* Up to this many values per RocksDB multi-get call, so the arrays live
+ * on the stack. */
+#define MULTI_CHUNK 64
 
-static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
-                        int64_t *out)
+/* n values of cf (CF_NAMED or CF_TOTALS): out[i] the value, 0 when absent;
+ * found[i] (unless found is NULL) whether it exists. The dirty tables
+ * first, then one multi-get for the rest, under the read lock throughout
+ * (see get_val()). */
+static int multi_chunk(rocks *r, int cf, const uint8_t *const *keys,
+                       const size_t *lens, size_t n, int64_t *out,
+                       int *found)
 {
-	uint8_t keys[MTOTAL_CHUNK][KEY_OBJ_LEN];
-	const char *kp[MTOTAL_CHUNK];
-	size_t klen[MTOTAL_CHUNK], vlen[MTOTAL_CHUNK];
-	const rocksdb_column_family_handle_t *cfs[MTOTAL_CHUNK];
-	char *vals[MTOTAL_CHUNK], *errs[MTOTAL_CHUNK];
-	size_t idx[MTOTAL_CHUNK], m = 0;
+	const char *kp[MULTI_CHUNK];
+	size_t klen[MULTI_CHUNK], vlen[MULTI_CHUNK];
+	const rocksdb_column_family_handle_t *cfs[MULTI_CHUNK];
+	char *vals[MULTI_CHUNK], *errs[MULTI_CHUNK];
+	size_t idx[MULTI_CHUNK], m = 0;
 	int rc = TALLY_OK;
 
-	assert(n <= MTOTAL_CHUNK);
-	/* Held across the multi-get: see get_val(). */
+	assert(n <= MULTI_CHUNK);
 	rocks_dirty_rdlock(r);
-	/* Each lookup below is a cache miss or two in each of the totals'
+	/* Each lookup below is a cache miss or two in each of the dirty
 	 * tables, taken one after another: start them all first (slots,
 	 * then the entries they point to), as the committer does. */
-	for (size_t i = 0; i < n; i++)
-		key_obj_encode(keys[i], &objs[i]);
 	for (int deep = 0; deep < 2; deep++)
 		for (size_t i = 0; i < n; i++)
-			rocks_dirty_prefetch(r, CF_TOTALS, keys[i],
-			                     KEY_OBJ_LEN, deep);
+			rocks_dirty_prefetch(r, cf, keys[i], lens[i], deep);
 	for (size_t i = 0; i < n; i++) {
 		rocks_val d;
 
-		if (m != i)
-			memcpy(keys[m], keys[i], KEY_OBJ_LEN);
-		if (rocks_dirty_find(r, CF_TOTALS, keys[m], KEY_OBJ_LEN, &d)) {
+		if (rocks_dirty_find(r, cf, keys[i], lens[i], &d)) {
 			out[i] = d.exists ? d.v : 0;
+			if (found != NULL)
+				found[i] = d.exists;
 			continue;
 		}
-		kp[m] = (const char *)keys[m];
-		klen[m] = KEY_OBJ_LEN;
-		cfs[m] = r->cf[CF_TOTALS];
+		kp[m] = (const char *)keys[i];
+		klen[m] = lens[i];
+		cfs[m] = r->cf[cf];
 		idx[m++] = i;
 	}
 	if (m > 0)
@@ -114,12 +114,16 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 		size_t i = idx[j];
 
 		out[i] = 0;
+		if (found != NULL)
+			found[i] = 0;
 		if (errs[j]) {
 			rc = rocks_err(errs[j]);
 		} else if (vals[j]) {
 			if (val_i64_decode((uint8_t *)vals[j], vlen[j],
 			                   &out[i]))
 				rc = TALLY_ECORRUPT;
+			else if (found != NULL)
+				found[i] = 1;
 		}
 		if (vals[j])
 			rocksdb_free(vals[j]);
@@ -129,10 +133,36 @@ static int mtotal_chunk(rocks *r, const key_obj *objs, size_t n,
 
 int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
 {
+	uint8_t keys[MULTI_CHUNK][KEY_OBJ_LEN];
+	const uint8_t *kp[MULTI_CHUNK];
+	size_t lens[MULTI_CHUNK];
+
 	rocks_counters_off();
-	for (size_t i = 0; i < n; i += MTOTAL_CHUNK) {
-		size_t k = n - i < MTOTAL_CHUNK ? n - i : MTOTAL_CHUNK;
-		int rc = mtotal_chunk((rocks *)s, objs + i, k, out + i);
+	for (size_t i = 0; i < n; i += MULTI_CHUNK) {
+		size_t k = n - i < MULTI_CHUNK ? n - i : MULTI_CHUNK;
+		int rc;
+
+		for (size_t j = 0; j < k; j++) {
+			key_obj_encode(keys[j], &objs[i + j]);
+			kp[j] = keys[j];
+			lens[j] = KEY_OBJ_LEN;
+		}
+		rc = multi_chunk((rocks *)s, CF_TOTALS, kp, lens, k, out + i,
+		                 NULL);
+		if (rc != TALLY_OK)
+			return rc;
+	}
+	return TALLY_OK;
+}
+
+int rocks_mget(store *s, const uint8_t *const *keys, const size_t *lens,
+               size_t n, int64_t *out, int *found)
+{
+	rocks_counters_off();
+	for (size_t i = 0; i < n; i += MULTI_CHUNK) {
+		size_t k = n - i < MULTI_CHUNK ? n - i : MULTI_CHUNK;
+		int rc = multi_chunk((rocks *)s, CF_NAMED, keys + i, lens + i,
+		                     k, out + i, found ? found + i : NULL);
 
 		if (rc != TALLY_OK)
 			return rc;

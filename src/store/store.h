@@ -95,6 +95,10 @@ typedef struct store_vt {
 	/* Make every applied write durable. */
 	int (*sync)(store *s);
 	int (*get)(store *s, const uint8_t *key, size_t len, int64_t *out);
+	/* n named counters in one read: out[i] the value (0 when absent),
+	 * found[i] whether it exists. NULL: the engine calls get() for each. */
+	int (*mget)(store *s, const uint8_t *const *keys, const size_t *lens,
+	            size_t n, int64_t *out, int *found);
 	int (*total)(store *s, const key_obj *o, int64_t *out);
 	int (*total_at)(store *s, const key_obj *o, int64_t at_ms,
 	                int64_t *out);

@@ -1088,6 +1088,51 @@ static void test_history_across_objects_and_ctypes_paged(void **state)
 	CHECK_U64(n, 0);
 }
 
+/* MGET over more keys than one RocksDB multi-get takes: values in the
+ * tables only (after a reopen), in memory, deleted and never set, in
+ * between; found says which exist, and may be NULL. */
+#define MGET_KEYS 150
+static void test_mget_mixes_memory_and_tables(void **state)
+{
+	struct fx *f = *state;
+	static char names[MGET_KEYS][16];
+	const void *keys[MGET_KEYS];
+	size_t lens[MGET_KEYS];
+	int64_t vals[MGET_KEYS];
+	int found[MGET_KEYS];
+
+	for (int i = 0; i < MGET_KEYS; i++) {
+		snprintf(names[i], sizeof names[i], "mx:%d", i);
+		keys[i] = names[i];
+		lens[i] = strlen(names[i]);
+		if (i % 5 != 4) /* every fifth never set */
+			CHECK_OK(tally_set(f->t, keys[i], lens[i], i * 10));
+	}
+	fx_reopen(f);
+	for (int i = 0; i < MGET_KEYS; i += 3) {
+		if (i % 5 == 4)
+			continue;
+		if (i % 2 == 0)
+			CHECK_OK(tally_incrby(f->t, keys[i], lens[i], 1, NULL));
+		else
+			CHECK_OK(tally_del(f->t, keys[i], lens[i], NULL));
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		memset(vals, 0x55, sizeof vals);
+		memset(found, 0x55, sizeof found);
+		CHECK_OK(tally_mget(f->t, keys, lens, MGET_KEYS, vals,
+		                    pass ? NULL : found));
+		for (int i = 0; i < MGET_KEYS; i++) {
+			int exists = i % 5 != 4 && !(i % 3 == 0 && i % 2 == 1);
+			int64_t want = exists ? i * 10 + (i % 3 == 0) : 0;
+
+			CHECK_I64(vals[i], want);
+			if (pass == 0)
+				CHECK_I64(found[i], exists);
+		}
+	}
+}
+
 static void test_mcount_many_objects(void **state)
 {
 	struct fx *f = *state;
@@ -1993,9 +2038,12 @@ static void test_threads_counter_add_exact(void **state)
 	const void *keys[2] = {"hot", "mix"};
 	size_t lens[2] = {3, 3};
 	int64_t vals[2] = {0, 0};
-	CHECK_OK(tally_mget(f->t, keys, lens, 2, vals, NULL));
+	int found2[2] = { 0, 0 };
+	CHECK_OK(tally_mget(f->t, keys, lens, 2, vals, found2));
 	CHECK_I64(vals[0], (int64_t)NTHREADS * NOPS);
 	CHECK_I64(vals[1], (int64_t)NTHREADS * NOPS);
+	CHECK_I64(found2[0], 1);
+	CHECK_I64(found2[1], 1);
 	/* An exact write on top of the striped adds. */
 	int64_t v = 0;
 	CHECK_OK(tally_incrby(f->t, "hot", 3, 1, &v));
@@ -3476,6 +3524,7 @@ int main(void)
 	    T(test_journal_checkpoints_keep_every_value),
 	    T(test_checkpoints_carry_clean_values),
 	    T(test_mcount_mixes_memory_and_tables),
+	    T(test_mget_mixes_memory_and_tables),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_events_in_memory_merge_with_tables),
 	    T(test_membership_from_tables_decides_unique),
