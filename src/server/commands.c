@@ -481,21 +481,39 @@ static void cmd_get(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		cmd_reply_tally_error(c->out, rc);
 }
 
+/* Keys per tally_mget() call: the store's lookups within one call
+ * overlap, and the arrays stay on the stack. */
+#define MGET_CHUNK 64
+
 static void cmd_mget(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
 	reply_array(c->out, argc - 1);
-	for (size_t i = 1; i < argc; i++) {
-		int64_t v;
-		int rc = TALLY_ENOTFOUND;
+	for (size_t at = 1; at < argc; at += MGET_CHUNK) {
+		size_t end = argc - at < MGET_CHUNK ? argc : at + MGET_CHUNK;
+		const void *keys[MGET_CHUNK];
+		size_t klens[MGET_CHUNK], k = 0;
+		int64_t vals[MGET_CHUNK];
+		int found[MGET_CHUNK];
+		int rc = TALLY_OK;
 
 		/* A key tally cannot hold holds nothing: nil, as Redis
 		 * answers for a key of another type. */
-		if (lens[i] > 0 && lens[i] <= TALLY_KEY_MAX)
-			rc = tally_get(c->s->t, argv[i], lens[i], &v);
-		if (rc == TALLY_OK)
-			reply_value(c->out, v);
-		else
-			reply_nil(c->out);
+		for (size_t i = at; i < end; i++)
+			if (lens[i] > 0 && lens[i] <= TALLY_KEY_MAX) {
+				keys[k] = argv[i];
+				klens[k++] = lens[i];
+			}
+		if (k > 0)
+			rc = tally_mget(c->s->t, keys, klens, k, vals, found);
+		k = 0;
+		for (size_t i = at; i < end; i++) {
+			if (lens[i] == 0 || lens[i] > TALLY_KEY_MAX)
+				reply_nil(c->out);
+			else if (rc == TALLY_OK && found[k++])
+				reply_value(c->out, vals[k - 1]);
+			else
+				reply_nil(c->out);
+		}
 	}
 }
 

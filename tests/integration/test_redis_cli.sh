@@ -77,6 +77,16 @@ assert_eq "SET non-integer" "(error) ERR value is not an integer or out of range
 assert_eq "failed SET changes nothing" "101" "$(rcli get s1)"
 assert_eq "MGET with missing keys" $'1) "-9"\n2) (nil)\n3) "101"\n4) "-9"' \
 	"$(rcn mget c1 nosuchkey s1 c1)"
+# Past one read of 64 keys, with keys tally cannot hold (empty, too long)
+# in between: each answer in its place.
+long=(c1 "" nosuchkey s1)
+for i in $(seq 1 70); do long+=("nosuch$i"); done
+long+=(s1 "$(head -c 1100 /dev/zero | tr '\0' k)" c1)
+out=$(rcli mget "${long[@]}")
+assert_eq "MGET of 77 keys answers 77" "77" "$(wc -l <<<"$out")"
+assert_eq "MGET of 77 keys: the first four" $'-9\n\n\n101' "$(sed -n 1,4p <<<"$out")"
+assert_eq "MGET of 77 keys: the 70 missing ones are nil" "" "$(sed -n 5,74p <<<"$out" | tr -d '\n')"
+assert_eq "MGET of 77 keys: the last three" $'101\n\n-9' "$(sed -n 75,77p <<<"$out")"
 assert_eq "EXISTS counts repeats, skips missing" "(integer) 3" \
 	"$(rcn exists c1 s1 nosuchkey c1)"
 if on_cluster; then
