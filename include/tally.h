@@ -310,7 +310,9 @@ TALLY_API int tally_get(tally *t, const void *key, size_t key_len, int64_t *out)
 /**
  * Read many counters, in one read of the store: with the rocksdb store
  * the lookups in memory overlap and the rest is one RocksDB multi-get per
- * 64 keys: far cheaper than n tally_get() calls.
+ * 64 keys; with the redis-cluster store, one pipelined round trip per 64
+ * keys (a second when another tallyd gave a counter more shards): far
+ * cheaper than n tally_get() calls.
  * @param keys   n key pointers.
  * @param lens   n key lengths, each 1..TALLY_KEY_MAX.
  * @param n      1..TALLY_MULTI_MAX.

@@ -180,6 +180,8 @@ void rc_hot_grown(rcs *r, const uint8_t *key, size_t len,
 
 /* rc_read.c */
 int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out);
+int rc_mget(store *s, const uint8_t *const *keys, const size_t *lens,
+            size_t n, int64_t *out, int *found);
 int rc_total(store *s, const key_obj *o, int64_t *out);
 int rc_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
 int rc_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out);

@@ -54,56 +54,127 @@ static int add_reply(const redisReply *rep, int64_t *sum, int *found)
 	                                            : TALLY_OK;
 }
 
-int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out)
+/* Counters read in one round trip (two when a shard count grew): bounds
+ * the pipeline at RC_MGET_CHUNK * (RC_SHARDS_MAX + 1) commands. */
+#define RC_MGET_CHUNK 64
+
+/* The first read of a counter: MGET of shard 0 and the shard count kept
+ * in the cluster, then GET of shards 1..n-1. */
+static int counter_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t n)
 {
-	rcs *r = (rcs *)s;
-	rc_arena a = { 0 };
-	rc_cmds c = { .a = &a };
-	char tag[RC_KEY_MAX], k0[RC_KEY_MAX], kc[RC_KEY_MAX];
-	size_t tl = rc_esc(tag, key, len);
-	uint32_t n = rc_shards_get(r, key, len), now = n;
+	char k0[RC_KEY_MAX], kc[RC_KEY_MAX];
 	int l0 = snprintf(k0, sizeof k0, "t:c:{%.*s}", (int)tl, tag);
 	int lc = snprintf(kc, sizeof kc, "t:cfg:{%.*s}", (int)tl, tag);
-	cluster_cmd *cmd = rc_cmd(&c, 3, rc_slot(k0, (size_t)l0));
-	int found = 0, nil, rc = TALLY_ENOMEM;
+	cluster_cmd *cmd = rc_cmd(c, 3, rc_slot(k0, (size_t)l0));
+
+	if (cmd == NULL || rc_arg(c, cmd, 0, "MGET", 4) ||
+	    rc_arg(c, cmd, 1, k0, (size_t)l0) ||
+	    rc_arg(c, cmd, 2, kc, (size_t)lc))
+		return TALLY_ENOMEM;
+	return shard_reads(c, tag, tl, 1, n);
+}
+
+/* The shard count another tallyd wrote for a counter (cfg, in element 1
+ * of its MGET's reply): *now is raised to it when it is more than known
+ * and within bounds. */
+static int cfg_check(const redisReply *rep, uint32_t known, uint32_t *now)
+{
 	int64_t cfg;
+	int nil, rc;
 
-	*out = 0;
-	if (cmd != NULL && !rc_arg(&c, cmd, 0, "MGET", 4) &&
-	    !rc_arg(&c, cmd, 1, k0, (size_t)l0) &&
-	    !rc_arg(&c, cmd, 2, kc, (size_t)lc))
-		rc = shard_reads(&c, tag, tl, 1, n);
-	if (rc == TALLY_OK)
-		rc = exec_read(r, &c);
-	if (rc == TALLY_OK && (c.v[0].reply->type != REDIS_REPLY_ARRAY ||
-	                       c.v[0].reply->elements != 2))
-		rc = TALLY_EIO;
-	if (rc == TALLY_OK)
-		rc = rc_reply_i64(c.v[0].reply->element[1], &cfg, &nil);
-	if (rc == TALLY_OK && !nil && cfg > n && cfg <= RC_SHARDS_MAX) {
-		/* Another tallyd grew it: read the shards we did not know. */
-		size_t first = c.n;
+	*now = known;
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
+		return TALLY_EIO;
+	rc = rc_reply_i64(rep->element[1], &cfg, &nil);
+	if (rc == TALLY_OK && !nil && cfg > known && cfg <= RC_SHARDS_MAX)
+		*now = (uint32_t)cfg;
+	return rc;
+}
 
-		now = (uint32_t)cfg;
-		rc = shard_reads(&c, tag, tl, n, now);
-		if (rc == TALLY_OK) {
-			rc_cmds more = { .v = c.v + first, .n = c.n - first,
-			                 .a = &a };
-			rc = exec_read(r, &more);
-		}
-		rc_shards_seen(r, key, len, now);
+/* Up to RC_MGET_CHUNK counters: one pipeline of every known shard of
+ * each, then one of the shards other tallyds added since this one last
+ * looked. out[i] is the sum, found[i] whether any shard exists. */
+static int mget_chunk(rcs *r, const uint8_t *const *keys, const size_t *lens,
+                      size_t n, int64_t *out, int *found)
+{
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	char tag[RC_KEY_MAX];
+	size_t first[RC_MGET_CHUNK], more[RC_MGET_CHUNK], round2 = 0;
+	uint32_t known[RC_MGET_CHUNK], now[RC_MGET_CHUNK];
+	int rc = TALLY_OK;
+
+	assert(n >= 1 && n <= RC_MGET_CHUNK);
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
+		size_t tl = rc_esc(tag, keys[i], lens[i]);
+
+		known[i] = rc_shards_get(r, keys[i], lens[i]);
+		first[i] = c.n;
+		rc = counter_reads(&c, tag, tl, known[i]);
 	}
 	if (rc == TALLY_OK)
-		rc = add_reply(c.v[0].reply->element[0], out, &found);
-	for (size_t i = 1; rc == TALLY_OK && i < c.n; i++)
-		rc = add_reply(c.v[i].reply, out, &found);
+		rc = exec_read(r, &c);
+	if (rc == TALLY_OK)
+		round2 = c.n;
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
+		rc = cfg_check(c.v[first[i]].reply, known[i], &now[i]);
+		more[i] = c.n;
+		if (rc == TALLY_OK && now[i] > known[i])
+			rc = shard_reads(&c, tag, rc_esc(tag, keys[i], lens[i]),
+			                 known[i], now[i]);
+	}
+	if (rc == TALLY_OK && c.n > round2) {
+		/* Another tallyd grew them: read the shards we did not know. */
+		rc_cmds extra = { .v = c.v + round2, .n = c.n - round2,
+		                  .a = &a };
+
+		rc = exec_read(r, &extra);
+		for (size_t i = 0; rc == TALLY_OK && i < n; i++)
+			if (now[i] > known[i])
+				rc_shards_seen(r, keys[i], lens[i], now[i]);
+	}
+	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
+		const redisReply *mg = c.v[first[i]].reply;
+
+		out[i] = 0;
+		found[i] = 0;
+		rc = add_reply(mg->element[0], &out[i], &found[i]);
+		for (uint32_t k = 1; rc == TALLY_OK && k < known[i]; k++)
+			rc = add_reply(c.v[first[i] + k].reply, &out[i],
+			               &found[i]);
+		for (uint32_t k = 0; rc == TALLY_OK && k < now[i] - known[i];
+		     k++)
+			rc = add_reply(c.v[more[i] + k].reply, &out[i],
+			               &found[i]);
+	}
 	rc_cmds_free(&c);
 	rc_arena_reset(&a);
-	if (rc == TALLY_OK && !found)
-		rc = TALLY_ENOTFOUND;
-	if (rc != TALLY_OK)
-		*out = 0;
 	return rc;
+}
+
+int rc_mget(store *s, const uint8_t *const *keys, const size_t *lens,
+            size_t n, int64_t *out, int *found)
+{
+	int ffound[RC_MGET_CHUNK];
+	int rc = TALLY_OK;
+
+	for (size_t at = 0; rc == TALLY_OK && at < n; at += RC_MGET_CHUNK) {
+		size_t k = n - at < RC_MGET_CHUNK ? n - at : RC_MGET_CHUNK;
+
+		rc = mget_chunk((rcs *)s, keys + at, lens + at, k, out + at,
+		                found != NULL ? found + at : ffound);
+	}
+	if (rc != TALLY_OK)
+		memset(out, 0, n * sizeof *out);
+	return rc;
+}
+
+int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out)
+{
+	int found = 0;
+	int rc = rc_mget(s, &key, &len, 1, out, &found);
+
+	return rc == TALLY_OK && !found ? TALLY_ENOTFOUND : rc;
 }
 
 /* GET of the total and HLEN of every sub-hash: which of them is used

@@ -521,6 +521,7 @@ static const store_vt rc_vt = {
 	.apply = rc_apply,
 	.sync = rc_sync,
 	.get = rc_get,
+	.mget = rc_mget,
 	.total = rc_total,
 	.total_at = rc_total_at,
 	.mtotal = rc_mtotal,

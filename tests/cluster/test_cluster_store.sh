@@ -195,6 +195,29 @@ done
 nm=$(printf '%s' "$masters" | sort -u | grep -c .)
 assert_int_cmp "the 6 shards of hot are on more than one master" "$nm" -gt 1
 
+section "MGET: many counters in one pipeline, shards another tallyd added"
+# 70 counters cross the 64-key pipeline chunk; g's shards grow on B
+# while A knows one, and two of them are written in the cluster itself.
+args=() want=""
+for ((i = 1; i <= 70; i++)); do
+	args+=("SET m$i $((i * 3))")
+	want+="$((i * 3))"$'\n'
+done
+printf '%s\n' "${args[@]}" | redis-cli -p "$A_RESP" >/dev/null
+assert_eq "INCRBY g on A" "10" "$(redis-cli -p "$A_RESP" incrby g 10)"
+assert_eq "g grows to 4 shards on B" "4" "$(redis-cli -p "$B_RESP" tally.shards g 4)"
+for i in 2 3; do
+	k="t:c:{g#$i}"
+	ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" set "$k" "$((i * 2))" >/dev/null
+done
+keys=()
+for ((i = 1; i <= 70; i++)); do keys+=("m$i"); done
+got=$(redis-cli -p "$A_RESP" mget "${keys[@]}" nothing g hits 2>&1)
+assert_eq "MGET of 73 counters on A: each value in its place, nil for none" \
+	"${want}"$'\n'"20"$'\n'"18" "$got"
+assert_eq "GET g on A sums the 4 shards" "20" "$(redis-cli -p "$A_RESP" get g)"
+assert_eq "MGET of one missing counter" "" "$(redis-cli -p "$A_RESP" mget nothing)"
+
 section "several tallyd instances incrementing one sharded counter"
 start_tallyd "$TMP/c" "${CS[@]}"
 C_RESP=$T_RESP
