@@ -157,7 +157,7 @@ int tally_count(tally *t, const char *ctype, const char *ktype,
 	rc = eng_store_hold(t);
 	if (rc != TALLY_OK)
 		return rc;
-	rc = t->st->vt->total(t->st, &o, out);
+	rc = t->st->vt->total(t->st, &o, mode, out);
 	eng_store_release(t);
 	return rc;
 }
@@ -186,6 +186,7 @@ int tally_mcount(tally *t, const char *ctype, const char *ktype,
                  const uint64_t *contents, size_t n, int64_t *out)
 {
 	key_obj objs[256];
+	uint8_t modes[256];
 	key_obj o;
 	int mode, absent, rc;
 
@@ -198,6 +199,7 @@ int tally_mcount(tally *t, const char *ctype, const char *ktype,
 		memset(out, 0, n * sizeof *out);
 		return TALLY_OK;
 	}
+	memset(modes, mode, sizeof modes);
 	for (size_t i = 0; i < n; i += 256) {
 		size_t k = n - i < 256 ? n - i : 256;
 
@@ -206,7 +208,7 @@ int tally_mcount(tally *t, const char *ctype, const char *ktype,
 		rc = eng_store_hold(t);
 		if (rc != TALLY_OK)
 			return rc;
-		rc = t->st->vt->mtotal(t->st, objs, k, out + i);
+		rc = t->st->vt->mtotal(t->st, objs, modes, k, out + i);
 		eng_store_release(t);
 		if (rc != TALLY_OK)
 			return rc;
@@ -219,6 +221,7 @@ int tally_counts(tally *t, const char *ctype, uint64_t content,
 {
 	tally_type_info types[TALLY_TYPES_MAX];
 	key_obj objs[TALLY_TYPES_MAX];
+	uint8_t modes[TALLY_TYPES_MAX];
 	int64_t counts[TALLY_TYPES_MAX];
 	uint16_t cid;
 	size_t nt;
@@ -233,12 +236,14 @@ int tally_counts(tally *t, const char *ctype, uint64_t content,
 	assert(nt <= TALLY_TYPES_MAX);
 	memset(counts, 0, sizeof counts);
 	if (rc == TALLY_OK) {
-		for (size_t i = 0; i < nt; i++)
+		for (size_t i = 0; i < nt; i++) {
 			objs[i] = (key_obj){ cid, types[i].id, content };
+			modes[i] = (uint8_t)types[i].mode;
+		}
 		rc = eng_store_hold(t);
 		if (rc != TALLY_OK)
 			return rc;
-		rc = t->st->vt->mtotal(t->st, objs, nt, counts);
+		rc = t->st->vt->mtotal(t->st, objs, modes, nt, counts);
 		eng_store_release(t);
 		if (rc != TALLY_OK)
 			return rc;

@@ -182,9 +182,10 @@ void rc_hot_grown(rcs *r, const uint8_t *key, size_t len,
 int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out);
 int rc_mget(store *s, const uint8_t *const *keys, const size_t *lens,
             size_t n, int64_t *out, int *found);
-int rc_total(store *s, const key_obj *o, int64_t *out);
+int rc_total(store *s, const key_obj *o, int mode, int64_t *out);
 int rc_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
-int rc_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out);
+int rc_mtotal(store *s, const key_obj *objs, const uint8_t *modes,
+              size_t n, int64_t *out);
 int rc_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
               tally_entry *out, size_t *n);
 int rc_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms);

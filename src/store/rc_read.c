@@ -177,19 +177,26 @@ int rc_get(store *s, const uint8_t *key, size_t len, int64_t *out)
 	return rc == TALLY_OK && !found ? TALLY_ENOTFOUND : rc;
 }
 
-/* GET of the total and HLEN of every sub-hash: which of them is used
- * depends on the type's mode, which the store is not told; the unused ones
- * are empty. */
-static int total_reads(rcs *r, rc_cmds *c, const key_obj *o)
+/* The reads of one object's count: a total type's is the GET of its
+ * total, a unique type's the HLEN of every sub-hash of its membership
+ * (the other mode's keys are never written). */
+static size_t total_nreads(uint8_t mode)
+{
+	return mode == TALLY_MODE_UNIQUE ? RC_SUBS : 1;
+}
+
+static int total_reads(rcs *r, rc_cmds *c, const key_obj *o, uint8_t mode)
 {
 	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
 	size_t tl = rc_obj_tag(r, tag, sizeof tag, o);
-	int n, rc;
+	int n, rc = TALLY_OK;
 
 	if (tl == 0)
 		return TALLY_ECORRUPT;
-	n = snprintf(k, sizeof k, "t:t:{%.*s}", (int)tl, tag);
-	rc = cmd2(c, "GET", k, (size_t)n);
+	if (mode != TALLY_MODE_UNIQUE) {
+		n = snprintf(k, sizeof k, "t:t:{%.*s}", (int)tl, tag);
+		return cmd2(c, "GET", k, (size_t)n);
+	}
 	for (unsigned s = 0; rc == TALLY_OK && s < RC_SUBS; s++) {
 		n = snprintf(k, sizeof k, "t:m:{%.*s#%u}", (int)tl, tag, s);
 		rc = cmd2(c, "HLEN", k, (size_t)n);
@@ -197,33 +204,38 @@ static int total_reads(rcs *r, rc_cmds *c, const key_obj *o)
 	return rc;
 }
 
-int rc_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
+int rc_mtotal(store *s, const key_obj *objs, const uint8_t *modes, size_t n,
+              int64_t *out)
 {
 	rcs *r = (rcs *)s;
 	rc_arena a = { 0 };
 	rc_cmds c = { .a = &a };
+	size_t at = 0;
 	int rc = TALLY_OK;
 
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++)
-		rc = total_reads(r, &c, &objs[i]);
+		rc = total_reads(r, &c, &objs[i], modes[i]);
 	if (rc == TALLY_OK)
 		rc = exec_read(r, &c);
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		int found = 0;
 
 		out[i] = 0;
-		for (size_t k = 0; rc == TALLY_OK && k <= RC_SUBS; k++)
-			rc = add_reply(c.v[i * (RC_SUBS + 1) + k].reply, &out[i],
-			               &found);
+		for (size_t k = 0; rc == TALLY_OK && k < total_nreads(modes[i]);
+		     k++)
+			rc = add_reply(c.v[at++].reply, &out[i], &found);
 	}
+	assert(rc != TALLY_OK || at == c.n);
 	rc_cmds_free(&c);
 	rc_arena_reset(&a);
 	return rc;
 }
 
-int rc_total(store *s, const key_obj *o, int64_t *out)
+int rc_total(store *s, const key_obj *o, int mode, int64_t *out)
 {
-	return rc_mtotal(s, o, 1, out);
+	uint8_t m = (uint8_t)mode;
+
+	return rc_mtotal(s, o, &m, 1, out);
 }
 
 int rc_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out)

@@ -365,9 +365,10 @@ int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
 
 /* rocks_read.c */
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
-int rocks_total(store *s, const key_obj *o, int64_t *out);
+int rocks_total(store *s, const key_obj *o, int mode, int64_t *out);
 int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
-int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out);
+int rocks_mtotal(store *s, const key_obj *objs, const uint8_t *modes,
+                 size_t n, int64_t *out);
 int rocks_mget(store *s, const uint8_t *const *keys, const size_t *lens,
                size_t n, int64_t *out, int *found);
 int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,

@@ -54,11 +54,12 @@ int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out)
 	return get_val((rocks *)s, CF_NAMED, key, len, out);
 }
 
-int rocks_total(store *s, const key_obj *o, int64_t *out)
+int rocks_total(store *s, const key_obj *o, int mode, int64_t *out)
 {
 	uint8_t key[KEY_OBJ_LEN];
 	int rc;
 
+	(void)mode; /* both modes' counts are the totals table's */
 	rocks_counters_off();
 	key_obj_encode(key, o);
 	rc = get_val((rocks *)s, CF_TOTALS, key, sizeof key, out);
@@ -131,12 +132,14 @@ static int multi_chunk(rocks *r, int cf, const uint8_t *const *keys,
 	return rc;
 }
 
-int rocks_mtotal(store *s, const key_obj *objs, size_t n, int64_t *out)
+int rocks_mtotal(store *s, const key_obj *objs, const uint8_t *modes,
+                 size_t n, int64_t *out)
 {
 	uint8_t keys[MULTI_CHUNK][KEY_OBJ_LEN];
 	const uint8_t *kp[MULTI_CHUNK];
 	size_t lens[MULTI_CHUNK];
 
+	(void)modes; /* both modes' counts are the totals table's */
 	rocks_counters_off();
 	for (size_t i = 0; i < n; i += MULTI_CHUNK) {
 		size_t k = n - i < MULTI_CHUNK ? n - i : MULTI_CHUNK;

@@ -99,11 +99,15 @@ typedef struct store_vt {
 	 * found[i] whether it exists. NULL: the engine calls get() for each. */
 	int (*mget)(store *s, const uint8_t *const *keys, const size_t *lens,
 	            size_t n, int64_t *out, int *found);
-	int (*total)(store *s, const key_obj *o, int64_t *out);
+	/* mode: the counting type's (enum tally_mode), so that a store that
+	 * keeps each mode's count its own way reads only that one. */
+	int (*total)(store *s, const key_obj *o, int mode, int64_t *out);
 	int (*total_at)(store *s, const key_obj *o, int64_t at_ms,
 	                int64_t *out);
-	/* n objects; the order of objs is the order of out. */
-	int (*mtotal)(store *s, const key_obj *objs, size_t n, int64_t *out);
+	/* n objects; the order of objs is the order of out; modes[i] is the
+	 * mode of objs[i]'s counting type. */
+	int (*mtotal)(store *s, const key_obj *objs, const uint8_t *modes,
+	              size_t n, int64_t *out);
 	int (*recent)(store *s, const key_obj *o, size_t limit,
 	              uint64_t before, tally_entry *out, size_t *n);
 	/* TALLY_ENOTFOUND when not in. */
