@@ -66,9 +66,14 @@ typedef struct http_api {
 
 /* Answer one request. Never fails: bad input gets a 4xx with
  * {"error":"..."}; an engine I/O failure a 503. May block (a write waits
- * for its fsync): call it off the event loop. */
+ * for its fsync): call it off the event loop, unless
+ * http_api_reads_only(). */
 void http_api_handle(const http_api *api, const http_request *rq,
                      http_response *rs);
+/* 1 when rq only reads (every GET route, /metrics and /healthz): then
+ * http_api_handle() does not wait for the engine's committer, and may be
+ * called on the event loop, as RESP's reads are. */
+int http_api_reads_only(const http_request *rq);
 void http_response_free(http_response *rs);
 
 /* The full response bytes (status line, Content-Type, Content-Length,

@@ -1077,6 +1077,13 @@ void http_api_handle(const http_api *api, const http_request *rq,
 	assert(rs->status >= 200 && rs->status < 600); /* every path replies */
 }
 
+int http_api_reads_only(const http_request *rq)
+{
+	assert(rq != NULL);
+	/* Every write route is a POST; a GET never reaches the committer. */
+	return strcmp(rq->method, "GET") == 0;
+}
+
 void http_response_free(http_response *rs)
 {
 	if (rs == NULL)

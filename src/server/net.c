@@ -18,7 +18,8 @@
  *     reading pauses) and max_output bytes of output (then it is closed).
  *  6. A command that may block (TALLY.BACKUP) runs on libuv's pool with an
  *     owed slot of its own; its connection runs nothing more until it is
- *     done, the loop's other connections carry on.
+ *     done, the loop's other connections carry on. So does an HTTP write;
+ *     HTTP reads are answered on the loop, as RESP's are.
  *  7. A connection runs at most CMDS_PER_TURN commands at a time; the rest
  *     of its pipeline waits (reading paused) for the loop's idle turn,
  *     after the other clients' pending I/O. */
@@ -640,7 +641,10 @@ static void on_more(uv_idle_t *h)
 	for (conn *c = w->more, *next; c != NULL; c = next) {
 		next = c->more_next;
 		more_unlink(c);
-		resp_process(c);
+		if (c->http)
+			http_process(c);
+		else
+			resp_process(c);
 	}
 	if (w->more == NULL)
 		uv_idle_stop(h);
@@ -801,30 +805,54 @@ static void http_done(uv_work_t *req, int status)
 	http_process(c);
 }
 
+/* Answer the reader's error and close. */
+static void http_reject(conn *c)
+{
+	const char *msg;
+	http_response rs = { 0 };
+	char body[256];
+
+	rs.status = http_conn_error(c->hc, &msg);
+	snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
+	rs.body = body;
+	rs.body_len = strlen(body);
+	rs.content_type = "application/json";
+	http_respond(c, &rs, 0);
+}
+
+/* Answer buffered requests in order: reads at once, on this thread, as
+ * RESP's reads are (a pool thread's hand-offs there and back cost more
+ * than the read); a write in the pool, where it may wait for its fsync,
+ * the connection answering nothing more until it is done. At most
+ * CMDS_PER_TURN reads at a time, as for RESP. */
 static void http_process(conn *c)
 {
-	int rc;
+	size_t turn = 0;
 
-	if (c->closed || c->http_busy || c->cl.close_after) {
-		reading_set(c, 0);
-		conn_flush(c);
-		return;
-	}
-	rc = http_conn_next(c->hc, &c->rq);
-	if (rc < 0) {
-		const char *msg;
-		http_response rs = { 0 };
-		char body[256];
+	while (!c->closed && !c->http_busy && !c->cl.close_after &&
+	       !conn_over_output(c)) {
+		int rc;
 
-		rs.status = http_conn_error(c->hc, &msg);
-		snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
-		rs.body = body;
-		rs.body_len = strlen(body);
-		rs.content_type = "application/json";
-		http_respond(c, &rs, 0);
-	} else if (rc == 1) {
-		c->http_busy = 1;
+		if (turn++ == CMDS_PER_TURN) {
+			more_link(c);
+			break;
+		}
+		rc = http_conn_next(c->hc, &c->rq);
+		if (rc < 0) {
+			http_reject(c);
+			break;
+		}
+		if (rc == 0)
+			break;
 		c->work.data = c;
+		if (http_api_reads_only(&c->rq)) {
+			http_work(&c->work);
+			http_respond(c, &c->rs,
+			             c->rq.keep_alive && !c->w->stopping);
+			http_response_free(&c->rs);
+			continue;
+		}
+		c->http_busy = 1;
 		if (uv_queue_work(&c->w->loop, &c->work, http_work,
 		                  http_done) != 0) {
 			c->http_busy = 0;
@@ -832,7 +860,7 @@ static void http_process(conn *c)
 			return;
 		}
 	}
-	reading_set(c, !c->http_busy && !c->cl.close_after);
+	reading_set(c, !c->http_busy && !c->cl.close_after && !c->more);
 	conn_flush(c);
 }
 

@@ -267,6 +267,26 @@ resp=$(raw_resp "$T_HTTP" "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/count
 assert_match "two pipelined requests answered in order, then closed" \
 	'^HTTP/1\.1 200 .*\{"status":"ok"\}HTTP/1\.1 200 .*"value":11\}<EOF>$' "$resp"
 
+section "pipelined writes and reads: in order, each read sees the writes before it"
+# 100 x (incr, get), then 200 gets (past the 128 requests a connection is
+# answered before the loop turns to its other clients), then a get that
+# closes. Reads are answered on the I/O thread, writes in the pool.
+req=""
+for ((i = 0; i < 100; i++)); do
+	req+="POST /v1/counters/piped/incr HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+	req+="GET /v1/counters/piped HTTP/1.1\r\nHost: x\r\n\r\n"
+done
+for ((i = 0; i < 200; i++)); do
+	req+="GET /v1/counters/piped HTTP/1.1\r\nHost: x\r\n\r\n"
+done
+req+="GET /v1/counters/piped HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+resp=$(raw_resp "$T_HTTP" "$req" 20)
+want=$( (for ((i = 1; i <= 100; i++)); do echo "$i"; echo "$i"; done
+	for ((i = 0; i <= 200; i++)); do echo 100; done) | paste -sd' ')
+got=$(grep -o '"value":[0-9]*' <<<"$resp" | cut -d: -f2 | paste -sd' ')
+assert_eq "401 pipelined answers in order, each read after its write" "$want" "$got"
+assert_match "then closed" '<EOF>$' "$resp"
+
 section "chunked request bodies"
 crc=0
 body=$(curl -s --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/json' \
