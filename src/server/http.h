@@ -64,16 +64,26 @@ typedef struct http_api {
 	const secret *pass;
 } http_api;
 
-/* Answer one request. Never fails: bad input gets a 4xx with
- * {"error":"..."}; an engine I/O failure a 503. May block (a write waits
- * for its fsync): call it off the event loop, unless
- * http_api_reads_only(). */
+/* A request's writes queued in the engine, waiting to be answered. */
+typedef struct http_pending http_pending;
+
+/* Answer one request, or begin to. Never fails: bad input gets a 4xx with
+ * {"error":"..."}; an engine I/O failure a 503. Returns 0 when rs holds
+ * the answer (every read, and a write refused or completed at once);
+ * 1 when writes are queued: done(arg) then runs once, on the engine's
+ * committer thread, after the last of them completed, and the caller
+ * answers with http_api_finish(*pend, rs). rq must stay as it is until
+ * then. Blocks only while the engine's queue is full (backpressure). */
+int http_api_begin(const http_api *api, const http_request *rq,
+                   http_response *rs, void (*done)(void *arg), void *arg,
+                   http_pending **pend);
+/* The answer of writes begun by http_api_begin() (after done ran): fills
+ * rs and frees pend. */
+void http_api_finish(http_pending *pend, http_response *rs);
+/* http_api_begin(), then a wait for its writes and http_api_finish():
+ * blocks until they are durable, so not on an event loop. */
 void http_api_handle(const http_api *api, const http_request *rq,
                      http_response *rs);
-/* 1 when rq only reads (every GET route, /metrics and /healthz): then
- * http_api_handle() does not wait for the engine's committer, and may be
- * called on the event loop, as RESP's reads are. */
-int http_api_reads_only(const http_request *rq);
 void http_response_free(http_response *rs);
 
 /* The full response bytes (status line, Content-Type, Content-Length,

@@ -1,7 +1,8 @@
-/* http_api.c: the JSON API of DESIGN.md's HTTP contract, answered
- * synchronously against the engine: a table of routes (method, path pattern,
- * handler), one short handler per route, and one mapping of engine errors
- * to HTTP statuses, so bad input always gets a 4xx with {"error":"..."}.
+/* http_api.c: the JSON API of DESIGN.md's HTTP contract against the
+ * engine: a table of routes (method, path pattern, handler), one short
+ * handler per route, and one mapping of engine errors to HTTP statuses, so
+ * bad input always gets a 4xx with {"error":"..."}. Reads answer at once;
+ * writes are queued and answered when the engine completes them.
  *
  * Wire conventions (documented in the README's HTTP section):
  *  - ids (content, member) and seqs are u64. Out: a JSON number when
@@ -17,6 +18,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,14 +51,44 @@ typedef struct api_cap {
 	size_t len;
 } api_cap;
 
-/* One request in flight: what a handler needs. */
+/* One request in flight: what a handler needs. A handler that queues
+ * writes leaves them in *pend instead of answering in rs. */
 typedef struct api_ctx {
 	const http_api *api;
 	const http_request *rq;
 	http_response *rs;
 	api_cap cap[API_CAPS_MAX];
 	size_t ncap;
+	void (*done)(void *arg);
+	void *done_arg;
+	http_pending **pend;
 } api_ctx;
+
+/* What a request's queued writes are answered with. */
+enum pend_kind {
+	PEND_INCR,   /* {"name","value"} */
+	PEND_EVENT,  /* {"count"} */
+	PEND_EVENTS  /* {"counts":[...]} */
+};
+
+typedef struct pend_write {
+	http_pending *p;
+	int err;
+	int64_t result;
+} pend_write;
+
+struct http_pending {
+	_Atomic size_t left;     /* writes not complete, +1 while queuing */
+	void (*done)(void *arg);
+	void *done_arg;
+	enum pend_kind kind;
+	json_t *doc;             /* the body: the writes' strings point in it */
+	const char *name;        /* PEND_INCR: the counter, in the request */
+	size_t name_len;
+	size_t n;
+	tally_write *ws;         /* n */
+	pend_write res[];        /* n */
+};
 
 typedef void (*api_fn)(api_ctx *x);
 
@@ -388,10 +420,11 @@ static int counter_name_ok(api_ctx *x)
 	return 0;
 }
 
-static void reply_counter(api_ctx *x, int64_t value)
+static void reply_counter(http_response *rs, const char *name, size_t len,
+                          int64_t value)
 {
-	json_t *o = jset_name(json_object(), x->cap[0].p, x->cap[0].len);
-	reply_json(x->rs, 200, jset(o, "value", json_integer(value)));
+	json_t *o = jset_name(json_object(), name, len);
+	reply_json(rs, 200, jset(o, "value", json_integer(value)));
 }
 
 static void h_counter_get(api_ctx *x)
@@ -405,7 +438,7 @@ static void h_counter_get(api_ctx *x)
 	else if (rc != TALLY_OK)
 		reply_engine(x->rs, rc, NULL);
 	else
-		reply_counter(x, v);
+		reply_counter(x->rs, x->cap[0].p, x->cap[0].len, v);
 }
 
 /* ---- request bodies ----------------------------------------------------- */
@@ -503,25 +536,136 @@ static int incr_args(api_ctx *x, json_t **doc, tally_write *w)
 	return 0;
 }
 
+/* ---- queued writes ------------------------------------------------------ */
+
+/* A pending answer for n writes; NULL (after a 500) when out of memory. */
+static http_pending *pend_new(api_ctx *x, enum pend_kind kind, size_t n)
+{
+	http_pending *p = calloc(1, sizeof *p + n * sizeof p->res[0]);
+	tally_write *ws = calloc(n, sizeof *ws);
+
+	if (p == NULL || ws == NULL) {
+		free(p);
+		free(ws);
+		reply_oom(x->rs);
+		return NULL;
+	}
+	p->kind = kind;
+	p->n = n;
+	p->ws = ws;
+	p->done = x->done;
+	p->done_arg = x->done_arg;
+	return p;
+}
+
+static void pend_free(http_pending *p)
+{
+	if (p == NULL)
+		return;
+	json_decref(p->doc);
+	free(p->ws);
+	free(p);
+}
+
+static void pend_answer(http_pending *p, http_response *rs)
+{
+	const pend_write *r = p->res;
+	const char *ktype = p->ws[0].event.ktype;
+
+	if (p->kind == PEND_INCR && r->err == TALLY_OK)
+		reply_counter(rs, p->name, p->name_len, r->result);
+	else if (p->kind == PEND_EVENT && r->err == TALLY_OK)
+		reply_json(rs, 200, jset(json_object(), "count",
+		                         json_integer(r->result)));
+	else if (p->kind != PEND_EVENTS)
+		reply_engine(rs, r->err, p->kind == PEND_EVENT ? ktype : NULL);
+	else {
+		/* {"counts":[n | {"error":...}, ...]}: 207 (Multi-Status)
+		 * when some failed in the engine. */
+		json_t *counts = json_array();
+		int failed = 0;
+
+		for (size_t i = 0; i < p->n && counts; i++) {
+			char msg[API_MSG_MAX];
+			json_t *v;
+
+			if (r[i].err == TALLY_OK) {
+				v = json_integer(r[i].result);
+			} else {
+				failed = 1;
+				api_errmsg(r[i].err, p->ws[i].event.ktype, msg);
+				v = jset(json_object(), "error", json_string(msg));
+			}
+			counts = jpush(counts, v);
+		}
+		reply_json(rs, failed ? 207 : 200,
+		           counts ? jset(json_object(), "counts", counts)
+		                  : NULL);
+	}
+}
+
+/* Runs on the engine's committer thread: record, and hand the answer to
+ * its caller once the last write is in. */
+static void pend_write_done(void *arg, int err, int64_t result)
+{
+	pend_write *r = arg;
+	http_pending *p = r->p;
+
+	r->err = err;
+	r->result = result;
+	if (atomic_fetch_sub(&p->left, 1) == 1)
+		p->done(p->done_arg);
+}
+
+/* Queue every write of p, then leave it in *x->pend, or answer at once
+ * when every write was refused or done before the last was queued.
+ * Queued together, the writes share the committer's group commits. */
+static void pend_start(api_ctx *x, http_pending *p)
+{
+	atomic_store(&p->left, p->n + 1);
+	for (size_t i = 0; i < p->n; i++) {
+		int rc;
+
+		p->res[i].p = p;
+		rc = tally_write_async(x->api->t, &p->ws[i], pend_write_done,
+		                       &p->res[i]);
+		if (rc != TALLY_OK) {
+			p->res[i].err = rc;
+			atomic_fetch_sub(&p->left, 1);
+		}
+	}
+	if (atomic_fetch_sub(&p->left, 1) == 1) {
+		pend_answer(p, x->rs);
+		pend_free(p);
+		return;
+	}
+	*x->pend = p;
+}
+
 static void h_counter_incr(api_ctx *x)
 {
 	json_t *doc = NULL;
 	tally_write w;
-	int64_t v = 0;
+	http_pending *p;
+
 	memset(&w, 0, sizeof w);
 	if (!counter_name_ok(x) || incr_args(x, &doc, &w) != 0) {
+		json_decref(doc);
+		return;
+	}
+	p = pend_new(x, PEND_INCR, 1);
+	if (p == NULL) {
 		json_decref(doc);
 		return;
 	}
 	w.kind = TALLY_W_INCRBY;
 	w.key = x->cap[0].p;
 	w.key_len = x->cap[0].len;
-	int rc = tally_write_sync(x->api->t, &w, &v);
-	json_decref(doc); /* after the write: w.id points into it */
-	if (rc != TALLY_OK)
-		reply_engine(x->rs, rc, NULL);
-	else
-		reply_counter(x, v);
+	p->ws[0] = w;
+	p->doc = doc; /* w.id points into it */
+	p->name = x->cap[0].p;
+	p->name_len = x->cap[0].len;
+	pend_start(x, p);
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -670,109 +814,12 @@ static int events_load(api_ctx *x, json_t *doc, tally_write *ws, size_t *n)
 	return 0;
 }
 
-/* A batch of queued events, waited for by the request's thread. */
-typedef struct batch {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	size_t pending;
-} batch;
-
-typedef struct batch_slot {
-	batch *b;
-	int err;
-	int64_t result;
-} batch_slot;
-
-/* Runs on the engine's committer thread: record and wake, nothing more. */
-static void batch_done(void *arg, int err, int64_t result)
-{
-	batch_slot *s = arg;
-	batch *b = s->b;
-	pthread_mutex_lock(&b->mu);
-	s->err = err;
-	s->result = result;
-	assert(b->pending > 0);
-	if (--b->pending == 0)
-		pthread_cond_signal(&b->cv);
-	pthread_mutex_unlock(&b->mu);
-}
-
-/* Queue every write, then wait for all: queued together they share the
- * committer's group commits instead of waiting for one fsync each. */
-static void batch_run(tally *t, const tally_write *ws, batch_slot *slots,
-                      size_t n)
-{
-	batch b = {.pending = 0};
-	pthread_mutex_init(&b.mu, NULL);
-	pthread_cond_init(&b.cv, NULL);
-	for (size_t i = 0; i < n; i++) {
-		slots[i].b = &b;
-		pthread_mutex_lock(&b.mu);
-		b.pending++; /* before queuing: the callback may run at once */
-		pthread_mutex_unlock(&b.mu);
-		int rc = tally_write_async(t, &ws[i], batch_done, &slots[i]);
-		if (rc != TALLY_OK) {
-			pthread_mutex_lock(&b.mu);
-			b.pending--;
-			pthread_mutex_unlock(&b.mu);
-			slots[i].err = rc;
-			slots[i].result = 0;
-		}
-	}
-	pthread_mutex_lock(&b.mu);
-	while (b.pending > 0)
-		pthread_cond_wait(&b.cv, &b.mu);
-	pthread_mutex_unlock(&b.mu);
-	pthread_cond_destroy(&b.cv);
-	pthread_mutex_destroy(&b.mu);
-}
-
-/* {"counts":[n | {"error":...}, ...]}: 200 when every event succeeded,
- * 207 (Multi-Status) when some failed in the engine. */
-static void events_batch(api_ctx *x, const tally_write *ws, size_t n)
-{
-	batch_slot *slots = calloc(n ? n : 1, sizeof *slots);
-	json_t *counts = json_array();
-	int failed = 0;
-	if (slots == NULL || counts == NULL) {
-		free(slots);
-		json_decref(counts);
-		reply_oom(x->rs);
-		return;
-	}
-	batch_run(x->api->t, ws, slots, n);
-	for (size_t i = 0; i < n && counts; i++) {
-		char msg[API_MSG_MAX];
-		json_t *v;
-		if (slots[i].err == TALLY_OK) {
-			v = json_integer(slots[i].result);
-		} else {
-			failed = 1;
-			api_errmsg(slots[i].err, ws[i].event.ktype, msg);
-			v = jset(json_object(), "error", json_string(msg));
-		}
-		counts = jpush(counts, v);
-	}
-	free(slots);
-	json_t *o = counts ? jset(json_object(), "counts", counts) : NULL;
-	reply_json(x->rs, failed ? 207 : 200, o);
-}
-
-static void event_one(api_ctx *x, const tally_write *w)
-{
-	int64_t count = 0;
-	int rc = tally_write_sync(x->api->t, w, &count);
-	if (rc != TALLY_OK)
-		reply_engine(x->rs, rc, w->event.ktype);
-	else
-		reply_json(x->rs, 200,
-		           jset(json_object(), "count", json_integer(count)));
-}
-
 static void h_events(api_ctx *x)
 {
 	json_t *doc = body_json(x);
+	http_pending *p;
 	size_t n = 0;
+
 	if (doc == NULL)
 		return;
 	if (json_is_array(doc) && json_array_size(doc) > API_EVENTS_MAX) {
@@ -781,18 +828,25 @@ static void h_events(api_ctx *x)
 		json_decref(doc);
 		return;
 	}
-	size_t cap = json_is_array(doc) ? json_array_size(doc) : 1;
-	tally_write *ws = calloc(cap ? cap : 1, sizeof *ws);
-	if (ws == NULL) {
-		reply_oom(x->rs);
-	} else if (events_load(x, doc, ws, &n) == 0) {
-		if (json_is_array(doc))
-			events_batch(x, ws, n);
-		else
-			event_one(x, &ws[0]);
+	if (json_is_array(doc) && json_array_size(doc) == 0) {
+		reply_json(x->rs, 200, jset(json_object(), "counts",
+		                            json_array()));
+		json_decref(doc);
+		return;
 	}
-	free(ws);
-	json_decref(doc); /* last: the writes' strings point into it */
+	p = pend_new(x, json_is_array(doc) ? PEND_EVENTS : PEND_EVENT,
+	             json_is_array(doc) ? json_array_size(doc) : 1);
+	if (p == NULL) {
+		json_decref(doc);
+		return;
+	}
+	p->doc = doc; /* the writes' strings point into it */
+	if (events_load(x, doc, p->ws, &n) != 0) {
+		pend_free(p);
+		return;
+	}
+	assert(n == p->n);
+	pend_start(x, p);
 }
 
 /* ---- objects and members ------------------------------------------------ */
@@ -1049,12 +1103,17 @@ static int auth_ok(const http_api *api, const http_request *rq)
 	return ok;
 }
 
-void http_api_handle(const http_api *api, const http_request *rq,
-                     http_response *rs)
+int http_api_begin(const http_api *api, const http_request *rq,
+                   http_response *rs, void (*done)(void *arg), void *arg,
+                   http_pending **pend)
 {
 	assert(api != NULL && rq != NULL && rs != NULL);
-	api_ctx x = {.api = api, .rq = rq, .rs = rs};
+	assert(done != NULL && pend != NULL);
+	api_ctx x = {.api = api, .rq = rq, .rs = rs, .done = done,
+	             .done_arg = arg, .pend = pend};
 	const api_route *hit = NULL;
+
+	*pend = NULL;
 	int path_known = 0;
 	memset(rs, 0, sizeof *rs);
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !hit; i++) {
@@ -1074,14 +1133,54 @@ void http_api_handle(const http_api *api, const http_request *rq,
 		reply_msg(rs, 405, "method not allowed");
 	else
 		reply_msg(rs, 404, "not found");
-	assert(rs->status >= 200 && rs->status < 600); /* every path replies */
+	/* every path replies, or leaves its writes pending */
+	assert((*pend != NULL) != (rs->status >= 200 && rs->status < 600));
+	return *pend != NULL;
 }
 
-int http_api_reads_only(const http_request *rq)
+void http_api_finish(http_pending *pend, http_response *rs)
 {
-	assert(rq != NULL);
-	/* Every write route is a POST; a GET never reaches the committer. */
-	return strcmp(rq->method, "GET") == 0;
+	assert(pend != NULL && rs != NULL);
+	assert(atomic_load(&pend->left) == 0);
+	memset(rs, 0, sizeof *rs);
+	pend_answer(pend, rs);
+	pend_free(pend);
+}
+
+/* http_api_handle()'s wait for its writes. */
+typedef struct api_wait {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+} api_wait;
+
+static void api_wait_done(void *arg)
+{
+	api_wait *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	w->done = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void http_api_handle(const http_api *api, const http_request *rq,
+                     http_response *rs)
+{
+	api_wait w = { .done = 0 };
+	http_pending *p = NULL;
+
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	if (http_api_begin(api, rq, rs, api_wait_done, &w, &p)) {
+		pthread_mutex_lock(&w.mu);
+		while (!w.done)
+			pthread_cond_wait(&w.cv, &w.mu);
+		pthread_mutex_unlock(&w.mu);
+		http_api_finish(p, rs);
+	}
+	pthread_cond_destroy(&w.cv);
+	pthread_mutex_destroy(&w.mu);
 }
 
 void http_response_free(http_response *rs)

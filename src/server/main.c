@@ -43,9 +43,6 @@ int main(int argc, char **argv)
 		        "random numbers?)\n");
 		return 1;
 	}
-	/* HTTP requests run in libuv's pool and wait for fsyncs there: enough
-	 * threads that many share one group commit. */
-	setenv("UV_THREADPOOL_SIZE", "64", 0);
 	/* Signals are taken by sigwait below, never by a worker thread. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);

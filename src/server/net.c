@@ -18,11 +18,13 @@
  *     reading pauses) and max_output bytes of output (then it is closed).
  *  6. A command that may block (TALLY.BACKUP) runs on libuv's pool with an
  *     owed slot of its own; its connection runs nothing more until it is
- *     done, the loop's other connections carry on. So does an HTTP write;
- *     HTTP reads are answered on the loop, as RESP's are.
+ *     done, the loop's other connections carry on.
  *  7. A connection runs at most CMDS_PER_TURN commands at a time; the rest
  *     of its pipeline waits (reading paused) for the loop's idle turn,
- *     after the other clients' pending I/O. */
+ *     after the other clients' pending I/O.
+ *  8. An HTTP connection answers one request at a time: a read at once, a
+ *     write once its writes complete (they come back through the done
+ *     list, carried by one slot that is never in the FIFO). */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -90,8 +92,10 @@ struct conn {
 	http_conn *hc;
 	http_request rq;          /* HTTP: the request being answered */
 	http_response rs;
-	uv_work_t work;
-	int http_busy;
+	int http_busy;            /* its writes are queued: answer nothing
+	                             more until they are done */
+	http_pending *pend;       /* those writes */
+	slot *hslot;              /* carries them back through the done list */
 	rbuf out;                 /* replies ready to send */
 	size_t inflight;          /* bytes in uv_write */
 	int writing;
@@ -184,6 +188,8 @@ static slot *slot_new(conn *c, int fmt)
 	return sl;
 }
 
+static void done_push(worker *w, slot *sl);
+
 /* Committer thread: one write of the slot is done. */
 static void slot_write_done(void *arg, int err, int64_t result)
 {
@@ -198,6 +204,12 @@ static void slot_write_done(void *arg, int err, int64_t result)
 		sl->result = result;
 	if (atomic_fetch_sub(&sl->remaining, 1) != 1)
 		return;
+	done_push(w, sl);
+}
+
+/* Committer thread: hand a completed slot to its worker's loop. */
+static void done_push(worker *w, slot *sl)
+{
 	pthread_mutex_lock(&w->done_lock);
 	if (w->done_n == w->done_cap) {
 		size_t cap = w->done_cap ? w->done_cap * 2 : 1024;
@@ -369,7 +381,7 @@ static void conn_free(conn *c)
 	worker *w = c->w;
 	slot *sl = c->head;
 
-	assert(c->owed == 0);
+	assert(c->owed == 0 && !c->http_busy && c->pend == NULL);
 	while (sl != NULL) {
 		slot *next = sl->next;
 
@@ -763,15 +775,6 @@ static void resp_process(conn *c)
 
 /* ---- HTTP -------------------------------------------------------------------- */
 
-static void http_work(uv_work_t *req)
-{
-	conn *c = req->data;
-	http_api api = { c->w->s->t, c->w->s->cfg.requirepass, metrics_text,
-	                 c->w->s, &c->w->s->pass };
-
-	http_api_handle(&api, &c->rq, &c->rs);
-}
-
 static void http_respond(conn *c, const http_response *rs, int keep_alive)
 {
 	size_t len;
@@ -788,11 +791,23 @@ static void http_respond(conn *c, const http_response *rs, int keep_alive)
 		c->cl.close_after = 1;
 }
 
-static void http_done(uv_work_t *req, int status)
+/* Committer thread: the request's writes are all done. */
+static void http_writes_done(void *arg)
 {
-	conn *c = req->data;
+	slot *sl = arg;
 
-	(void)status;
+	done_push(sl->c->w, sl);
+}
+
+/* On the loop, from on_wake: answer the request whose writes are done,
+ * then go on with the connection's next requests. */
+static void http_writes_end(conn *c)
+{
+	assert(c->http_busy && c->pend != NULL && c->hslot != NULL);
+	http_api_finish(c->pend, &c->rs);
+	c->pend = NULL;
+	slot_release(c->w, c->hslot);
+	c->hslot = NULL;
 	c->http_busy = 0;
 	if (c->dead) {
 		http_response_free(&c->rs);
@@ -820,13 +835,14 @@ static void http_reject(conn *c)
 	http_respond(c, &rs, 0);
 }
 
-/* Answer buffered requests in order: reads at once, on this thread, as
- * RESP's reads are (a pool thread's hand-offs there and back cost more
- * than the read); a write in the pool, where it may wait for its fsync,
- * the connection answering nothing more until it is done. At most
- * CMDS_PER_TURN reads at a time, as for RESP. */
+/* Answer buffered requests in order, on this thread: reads at once;
+ * writes are queued in the engine, and the connection answers nothing
+ * more until they are done (http_writes_end), so a read sees the writes
+ * sent before it. At most CMDS_PER_TURN requests at a time, as for RESP. */
 static void http_process(conn *c)
 {
+	http_api api = { c->w->s->t, c->w->s->cfg.requirepass, metrics_text,
+	                 c->w->s, &c->w->s->pass };
 	size_t turn = 0;
 
 	while (!c->closed && !c->http_busy && !c->cl.close_after &&
@@ -844,21 +860,25 @@ static void http_process(conn *c)
 		}
 		if (rc == 0)
 			break;
-		c->work.data = c;
-		if (http_api_reads_only(&c->rq)) {
-			http_work(&c->work);
-			http_respond(c, &c->rs,
-			             c->rq.keep_alive && !c->w->stopping);
-			http_response_free(&c->rs);
-			continue;
-		}
-		c->http_busy = 1;
-		if (uv_queue_work(&c->w->loop, &c->work, http_work,
-		                  http_done) != 0) {
-			c->http_busy = 0;
+		/* Taken first: the writes may complete before begin returns. */
+		c->hslot = slot_alloc(c->w);
+		if (c->hslot == NULL) {
 			conn_close(c);
 			return;
 		}
+		c->hslot->c = c;
+		if (http_api_begin(&api, &c->rq, &c->rs, http_writes_done,
+		                   c->hslot, &c->pend)) {
+			/* Its completion comes through on_wake, which runs on
+			 * this thread after us. */
+			c->http_busy = 1;
+			c->owed++;
+			break;
+		}
+		slot_release(c->w, c->hslot);
+		c->hslot = NULL;
+		http_respond(c, &c->rs, c->rq.keep_alive && !c->w->stopping);
+		http_response_free(&c->rs);
 	}
 	reading_set(c, !c->http_busy && !c->cl.close_after && !c->more);
 	conn_flush(c);
@@ -1024,6 +1044,12 @@ static void on_wake(uv_async_t *a)
 
 		woken = c->wake_next;
 		c->woken = 0;
+		if (c->http) {
+			/* An HTTP connection owes at most its one request's
+			 * writes, carried by c->hslot, never in the FIFO. */
+			http_writes_end(c);
+			continue;
+		}
 		if (c->dead) {
 			slots_flush(c);
 			if (c->owed == 0 && !c->http_busy)

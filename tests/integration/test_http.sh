@@ -287,6 +287,20 @@ got=$(grep -o '"value":[0-9]*' <<<"$resp" | cut -d: -f2 | paste -sd' ')
 assert_eq "401 pipelined answers in order, each read after its write" "$want" "$got"
 assert_match "then closed" '<EOF>$' "$resp"
 
+section "a client gone before its writes are answered"
+# 1000 events, and the connection closed as soon as they are sent: the
+# writes still land, and the answer to nobody is dropped.
+body="[$(for ((i = 1; i <= 1000; i++)); do printf '{"ctype":"gone","ktype":"view","content":1,"member":%d}' "$i"; if [ $i -lt 1000 ]; then printf ','; fi; done)]"
+timeout 10 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; printf "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" "${#2}" "$2" >&3; exec 3>&-' _ "$T_HTTP" "$body"
+got=""
+for ((i = 0; i < 100; i++)); do
+	got=$(curl -s --max-time 5 "$H/v1/objects/gone/1/view")
+	[ "$got" = '{"count":1000}' ] && break
+	sleep 0.1
+done
+assert_eq "every write of the gone client landed" '{"count":1000}' "$got"
+assert_eq "tallyd still answers" '{"status":"ok"}' "$(curl -s --max-time 5 "$H/healthz")"
+
 section "chunked request bodies"
 crc=0
 body=$(curl -s --max-time 10 -H 'Transfer-Encoding: chunked' -H 'Content-Type: application/json' \

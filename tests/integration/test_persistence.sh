@@ -107,6 +107,14 @@ assert_eq "after SIGINT and restart every value reads the same" "$before" "$(dum
 seq 1 500 | sed 's/.*/incr p:async/' | timeout 30 redis-cli -p "$T_RESP" >/dev/null 2>&1 || true
 rcli tally.add article like 3 99 >/dev/null
 assert_eq "async writes are visible" "500" "$(rcli get p:async)"
+# HTTP writes complete on the loop: through the committer, or at once.
+H=http://127.0.0.1:$T_HTTP
+assert_eq "async mode: HTTP incr answers its value" '{"name":"h:async","value":3}' \
+	"$(curl -s --max-time 10 -XPOST -d '{"by":3}' "$H/v1/counters/h:async/incr")"
+assert_eq "async mode: HTTP events answer their counts" '{"counts":[1,2,1]}' \
+	"$(curl -s --max-time 10 -XPOST "$H/v1/events" -d '[{"ctype":"article","ktype":"view","content":9,"member":1},{"ctype":"article","ktype":"view","content":9,"member":2},{"ctype":"article","ktype":"like","content":9,"member":2}]')"
+assert_eq "async mode: HTTP reads its writes" '{"name":"h:async","value":3}' \
+	"$(curl -s --max-time 10 "$H/v1/counters/h:async")"
 stop_tallyd TERM
 assert_eq "async mode: SIGTERM exits 0" "0" "$T_EXIT"
 start_tallyd "$DATA"
