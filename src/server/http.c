@@ -397,6 +397,12 @@ int http_conn_next(http_conn *c, http_request *rq)
 	return 1;
 }
 
+size_t http_conn_pending(const http_conn *c)
+{
+	assert(c != NULL && c->in_off <= c->in.len);
+	return c->in.len - c->in_off;
+}
+
 int http_conn_error(const http_conn *c, const char **msg)
 {
 	assert(c != NULL);

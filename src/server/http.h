@@ -1,8 +1,8 @@
 /* http.h: tallyd's HTTP/1.1 side with no I/O: a per-connection request
  * reader over http-parser (keep-alive, pipelining one request at a time,
- * size limits) and the JSON API of DESIGN.md's HTTP contract, answered
- * synchronously against the engine (the network layer runs it off the
- * event loop, since a write waits for its fsync). */
+ * size limits) and the JSON API of DESIGN.md's HTTP contract against the
+ * engine: reads answered at once, writes answered once the engine has
+ * completed them, so the network layer runs both on its event loop. */
 #ifndef TALLY_SERVER_HTTP_H
 #define TALLY_SERVER_HTTP_H
 
@@ -41,6 +41,8 @@ int http_conn_feed(http_conn *c, const char *buf, size_t len);
  * 0: more bytes needed; -1: error, sticky: answer with
  * http_conn_error() and close. */
 int http_conn_next(http_conn *c, http_request *rq);
+/* Bytes fed and not yet taken by http_conn_next(). */
+size_t http_conn_pending(const http_conn *c);
 /* Status (400, 413, 431) and message of the reader's error. */
 int http_conn_error(const http_conn *c, const char **msg);
 

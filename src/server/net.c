@@ -207,7 +207,9 @@ static void slot_write_done(void *arg, int err, int64_t result)
 	done_push(w, sl);
 }
 
-/* Committer thread: hand a completed slot to its worker's loop. */
+/* Committer thread: hand a completed slot to its worker's loop. An HTTP
+ * connection has at most one slot out at a time (its c->hslot, for one
+ * request's writes), so on_wake meets it once per drain. */
 static void done_push(worker *w, slot *sl)
 {
 	pthread_mutex_lock(&w->done_lock);
@@ -388,6 +390,8 @@ static void conn_free(conn *c)
 		slot_release(w, sl);
 		sl = next;
 	}
+	if (c->hslot != NULL)
+		slot_release(w, c->hslot);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -486,8 +490,10 @@ static void conn_linger(conn *c)
 
 static void conn_maybe_done(conn *c)
 {
+	/* An HTTP request's writes owe an answer that is in no FIFO: the
+	 * close waits for it too (a shutdown sets close_after meanwhile). */
 	if (c->cl.close_after && c->out.len == 0 && !c->writing &&
-	    c->head == NULL)
+	    c->head == NULL && !c->http_busy)
 		conn_linger(c);
 }
 
@@ -806,8 +812,6 @@ static void http_writes_end(conn *c)
 	assert(c->http_busy && c->pend != NULL && c->hslot != NULL);
 	http_api_finish(c->pend, &c->rs);
 	c->pend = NULL;
-	slot_release(c->w, c->hslot);
-	c->hslot = NULL;
 	c->http_busy = 0;
 	if (c->dead) {
 		http_response_free(&c->rs);
@@ -850,7 +854,8 @@ static void http_process(conn *c)
 		int rc;
 
 		if (turn++ == CMDS_PER_TURN) {
-			more_link(c);
+			if (http_conn_pending(c->hc) > 0)
+				more_link(c);
 			break;
 		}
 		rc = http_conn_next(c->hc, &c->rq);
@@ -860,9 +865,9 @@ static void http_process(conn *c)
 		}
 		if (rc == 0)
 			break;
-		/* Taken first: the writes may complete before begin returns. */
-		c->hslot = slot_alloc(c->w);
-		if (c->hslot == NULL) {
+		/* Kept for the connection's life: the writes may complete
+		 * before begin returns, so it must exist first. */
+		if (c->hslot == NULL && (c->hslot = slot_alloc(c->w)) == NULL) {
 			conn_close(c);
 			return;
 		}
@@ -875,8 +880,6 @@ static void http_process(conn *c)
 			c->owed++;
 			break;
 		}
-		slot_release(c->w, c->hslot);
-		c->hslot = NULL;
 		http_respond(c, &c->rs, c->rq.keep_alive && !c->w->stopping);
 		http_response_free(&c->rs);
 	}

@@ -11,6 +11,9 @@
  * to the control file, so a test can see that the fault was consumed.
  * A second word limits the fault to files whose names end with it:
  * "eio-fsync-once .log" fails the next fsync of a RocksDB WAL file only.
+ * Mode "stall-fsync" fails nothing: each sync waits until the mode
+ * changes, then goes through (a disk that is slow for as long as a test
+ * wants).
  * A failed call does nothing: a failed write writes no byte, a failed sync
  * leaves the page cache as it was (the data may reach the disk later, as it
  * may after a real failed fsync: the caller must not count on either).
@@ -40,6 +43,7 @@
 #define M_WRITE 1u
 #define M_SYNC 2u
 #define M_ONCE 4u
+#define M_STALL 8u
 #define M_ERRNO_SHIFT 8
 
 #define EXPORT __attribute__((visibility("default")))
@@ -151,6 +155,8 @@ static uint32_t mode_parse(const char *s)
 
 	if (s[0] == '\0' || strcmp(s, "off") == 0)
 		return 0;
+	if (strcmp(s, "stall-fsync") == 0)
+		return M_SYNC | M_STALL;
 	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
 		size_t el = strlen(errs[i].name);
 
@@ -284,6 +290,13 @@ static int fault(int fd, uint32_t kind)
 	m = mode_now();
 	if (!(m & kind) || !fd_in_dir(fd))
 		return 0;
+	if (m & M_STALL) {
+		const struct timespec ms = { 0, 1000000 };
+
+		while (mode_now() & M_STALL)
+			nanosleep(&ms, NULL);
+		return 0;
+	}
 	if (m & M_ONCE) {
 		int mine;
 

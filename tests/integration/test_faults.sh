@@ -197,6 +197,28 @@ assert_eq "restarted: writes are acknowledged" "11" "$(rcli incr f:a)"
 rcli decr f:a >/dev/null
 verify 1
 
+section "3b. SIGTERM while an HTTP write waits for its fsync"
+# The write is queued and its fsync held: the shutdown must still send
+# its answer before closing the connection.
+fault stall-fsync
+curl -s --max-time 30 -o "$TMP/stall.body" -w '%{http_code}' -X POST \
+	-d '{"by":2}' "http://127.0.0.1:$T_HTTP/v1/counters/f:stall/incr" \
+	>"$TMP/stall.code" 2>/dev/null &
+cpid=$!
+BG_PIDS+=("$cpid")
+sleep 0.5
+kill -TERM "$T_PID"
+sleep 0.5
+fault off
+wait "$cpid" || true
+assert_eq "the write held at shutdown is answered 200" "200" "$(cat "$TMP/stall.code")"
+assert_eq "with its value" '{"name":"f:stall","value":2}' "$(cat "$TMP/stall.body")"
+stop_tallyd TERM
+assert_eq "then tallyd exits 0" "0" "$T_EXIT"
+start_with_shim
+assert_eq "restarted: the held write is there" "2" "$(rcli get f:stall)"
+rcli del f:stall >/dev/null
+
 section "4. EIO for good under load, kill -9, restart without the shim"
 "$LOAD" load "$T_RESP" 2 8 4 "$ACK" >"$ACK/load.2.out" 2>&1 &
 load_pid=$!
