@@ -120,6 +120,12 @@ typedef struct rocks_evgen {
 /* Checkpoint thread states (rocks_journal.c). */
 enum { CK_IDLE = 0, CK_RUNNING, CK_DONE };
 
+/* A growing list of journal record numbers. */
+typedef struct rocks_jlist {
+	uint64_t *v;
+	size_t n, cap;
+} rocks_jlist;
+
 typedef struct rocks {
 	store base;
 	rocksdb_t *db;
@@ -186,6 +192,13 @@ typedef struct rocks {
 	uint64_t ck_upto;    /* the frozen tables cover records up to this */
 	uint64_t ck_counters; /* named counters as of ck_upto */
 	uint64_t ck_seq;     /* last event seq as of ck_upto */
+	/* The journal records written to META instead of a journal file
+	 * (their batch had RocksDB entries, or the file was full), by jseq:
+	 * jm since the last freeze (committer), ck_jm up to ck_upto (the
+	 * checkpoint's to delete, one by one: a range delete per checkpoint
+	 * nested every earlier one, and RocksDB's recovery of such ranges
+	 * is quadratic in their number). */
+	rocks_jlist jm, ck_jm;
 	rocks_jfile jf;
 	rocksdb_writebatch_t *ck_wb; /* checkpoint thread only */
 	sorted ck_ents;      /* checkpoint thread only */

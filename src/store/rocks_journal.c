@@ -49,6 +49,21 @@ static void jkey(uint8_t *k, uint64_t n)
 	be64_put(k + 1, n);
 }
 
+static int jlist_add(rocks_jlist *l, uint64_t jseq)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		uint64_t *v = realloc(l->v, cap * sizeof *v);
+
+		if (v == NULL)
+			return TALLY_ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = jseq;
+	return TALLY_OK;
+}
+
 static int tab_of(int cf)
 {
 	assert(cf == CF_NAMED || cf == CF_TOTALS);
@@ -168,6 +183,10 @@ int rocks_journal_write(rocks *r, int sync)
 		if (rc != ROCKS_JF_FULL)
 			return rc;
 	}
+	/* Listed before it is written: a batch that then fails leaves a
+	 * number whose delete finds nothing. */
+	if (jlist_add(&r->jm, r->jseq + 1) != TALLY_OK)
+		return TALLY_ENOMEM;
 	jkey(k, r->jseq + 1);
 	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (const char *)k,
 	                          sizeof k,
@@ -311,6 +330,20 @@ static void freeze(rocks *r)
 	r->ev_spare = NULL;
 	pthread_rwlock_unlock(&r->dirty_lock);
 	r->ck_upto = r->jseq;
+	/* The checkpoint empties its list once written: the two lists
+	 * trade places. A failed checkpoint's stays, and this one's join
+	 * it (if that fails, the records left are skipped at the next open
+	 * as covered, and listed again). */
+	if (r->ck_jm.n == 0) {
+		rocks_jlist jl = r->ck_jm;
+
+		r->ck_jm = r->jm;
+		r->jm = jl;
+	} else {
+		for (size_t i = 0; i < r->jm.n; i++)
+			(void)jlist_add(&r->ck_jm, r->jm.v[i]);
+	}
+	r->jm.n = 0;
 	r->ck_seq = r->seq;
 	r->ck_counters = r->counters;
 	r->ck_state = CK_RUNNING;
@@ -478,23 +511,27 @@ static int mem_entries(rocks *r, sorted *s, rocksdb_writebatch_t *wb,
 }
 
 /* Write the frozen tables and events to their column families, delete the
- * journal records up to upto and note upto, the number of named counters
- * and the last event seq as of it, in one synced atomic write. */
+ * journal records of META that they cover (jm), and note upto, the number
+ * of named counters and the last event seq as of it, in one synced atomic
+ * write. Records in journal files need no delete: the files are written
+ * over. */
 static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
-                      uint64_t upto, uint64_t counters, uint64_t seq)
+                      const rocks_jlist *jm, uint64_t upto,
+                      uint64_t counters, uint64_t seq)
 {
-	uint8_t lo[JKEY_LEN], hi[JKEY_LEN], up[8], cn[8], sq[8];
+	uint8_t k[JKEY_LEN], up[8], cn[8], sq[8];
 	const uint8_t ukey = META_JCKPT, ckey = META_COUNTERS, skey = META_SEQ;
 	uint64_t entries;
 	char *err = NULL;
 	int rc = mem_entries(r, &r->ck_ents, r->ck_wb, tab, evs);
 	if (rc != TALLY_OK)
 		return rc;
-	jkey(lo, 0);
-	jkey(hi, upto + 1);
-	rocksdb_writebatch_delete_range_cf(r->ck_wb, r->cf[CF_META],
-	                                   (const char *)lo, sizeof lo,
-	                                   (const char *)hi, sizeof hi);
+	for (size_t i = 0; i < jm->n; i++) {
+		assert(jm->v[i] <= upto);
+		jkey(k, jm->v[i]);
+		rocksdb_writebatch_delete_cf(r->ck_wb, r->cf[CF_META],
+		                             (const char *)k, sizeof k);
+	}
 	be64_put(up, upto);
 	rocksdb_writebatch_put_cf(r->ck_wb, r->cf[CF_META], (const char *)&ukey,
 	                          1, (const char *)up, sizeof up);
@@ -568,10 +605,13 @@ static void *ckpt_main(void *arg)
 		uint64_t seq = r->ck_seq;
 
 		pthread_mutex_unlock(&r->ck_mu);
-		int rc = ckpt_write(r, tab, evs, upto, counters, seq);
+		int rc = ckpt_write(r, tab, evs, &r->ck_jm, upto, counters,
+		                    seq);
 
-		if (rc == TALLY_OK)
+		if (rc == TALLY_OK) {
+			r->ck_jm.n = 0;
 			carry_build(r, tab);
+		}
 		else
 			r->carried[0] = r->carried[1] = 0;
 		pthread_mutex_lock(&r->ck_mu);
@@ -733,8 +773,15 @@ int rocks_journal_load(rocks *r, const char *dir)
 			break;
 		}
 		rc = replay_files(r, &next, be64_get(k + 1), &buf, &cap);
+		/* Deleted by the next checkpoint, like the ones to come. */
+		if (rc == TALLY_OK)
+			rc = jlist_add(&r->jm, be64_get(k + 1));
 		if (rc != TALLY_OK)
 			break;
+		/* Covered by the last checkpoint already: its delete was
+		 * lost (see freeze()). */
+		if (be64_get(k + 1) <= r->ck_upto)
+			continue;
 		r->jseq = be64_get(k + 1);
 		r->journal_bytes += vlen;
 		rc = replay_one(r, v, vlen);
@@ -787,8 +834,9 @@ void rocks_journal_close(rocks *r)
 			covered = (hmap_count(r->dirty[0]) +
 			           hmap_count(r->dirty[1]) == 0 &&
 			           r->ev_dirty->n == 0) ||
-			          ckpt_write(r, tab, r->ev_dirty, r->jseq,
-			                     r->counters, r->seq) == TALLY_OK;
+			          ckpt_write(r, tab, r->ev_dirty, &r->jm,
+			                     r->jseq, r->counters,
+			                     r->seq) == TALLY_OK;
 		}
 	}
 	rocks_jfile_close(r, covered);
@@ -805,6 +853,8 @@ void rocks_journal_close(rocks *r)
 	if (r->ck_wb)
 		rocksdb_writebatch_destroy(r->ck_wb);
 	sorted_free(&r->ck_ents);
+	free(r->jm.v);
+	free(r->ck_jm.v);
 	free(r->jbuf);
 	if (r->locks_ok >= 1)
 		pthread_rwlock_destroy(&r->dirty_lock);

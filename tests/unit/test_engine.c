@@ -2816,6 +2816,50 @@ static void jn_check(struct fx *f, const int64_t *model, const uint8_t *live,
 	}
 }
 
+/* A batch with RocksDB entries of its own (here an idempotency token)
+ * journals in META rather than in a journal file, and each checkpoint
+ * deletes the records it covers, one by one. After 1000 such events over
+ * many checkpoints and a compaction, META holds the 1000 tokens and a few
+ * settings: no record is left (one per write were there otherwise). */
+static void test_journal_records_in_meta_are_deleted(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	tally_disk_part parts[16];
+	tally_stats st;
+	uint64_t meta = UINT64_MAX;
+	size_t n = 0;
+	char id[32];
+	int64_t v = 0;
+
+	o.checkpoint_kib = 4;
+	o.cache_entries_max = 1024;
+	fx_reopen_with(f, &o);
+	for (int i = 0; i < 1000; i++) {
+		/* Events: a checkpoint every cache_entries_max / 4 of them. */
+		tally_write w = { .kind = TALLY_W_ADD,
+		                  .event = ev_of("article", "view",
+		                                 (uint64_t)(i % 50) + 1, 1) };
+
+		snprintf(id, sizeof id, "mj-%d", i);
+		w.id = id;
+		w.id_len = strlen(id);
+		CHECK_OK(tally_write_sync(f->t, &w, NULL));
+	}
+	CHECK_OK(tally_stats_get(f->t, &st));
+	assert_true(st.store_checkpoints >= 3);
+	fx_reopen_with(f, &o);
+	for (uint64_t c = 1; c <= 50; c++)
+		v += count_of(f->t, "article", "view", c);
+	CHECK_I64(v, 1000);
+	CHECK_OK(tally_compact(f->t));
+	CHECK_OK(tally_disk_usage(f->t, parts, 16, &n));
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(parts[i].name, "default") == 0)
+			meta = parts[i].entries;
+	assert_true(meta >= 1000 && meta < 1000 + 32);
+}
+
 static void test_journal_checkpoints_keep_every_value(void **state)
 {
 	struct fx *f = *state;
@@ -3522,6 +3566,7 @@ int main(void)
 	    T(test_history_across_objects_and_ctypes_paged),
 	    T(test_mcount_many_objects),
 	    T(test_journal_checkpoints_keep_every_value),
+	    T(test_journal_records_in_meta_are_deleted),
 	    T(test_checkpoints_carry_clean_values),
 	    T(test_mcount_mixes_memory_and_tables),
 	    T(test_mget_mixes_memory_and_tables),
