@@ -4,7 +4,8 @@
 # only when something is missing. Needs root (or sudo) to install.
 # Usage: scripts/deps.sh [--bench|--fuzz]
 #   --bench  also what `make bench` compares against: PostgreSQL 15 and
-#            gnuplot (charts); Redis comes with the plain set.
+#            gnuplot (charts); Redis comes with the plain set; and wrk, the
+#            HTTP load generator of docs/PERFORMANCE.md's HTTP figures.
 #   --fuzz   also what `make fuzz` builds with: clang and its compiler-rt
 #            (libFuzzer and the sanitizer runtimes; only recommended by
 #            clang, so named here).
@@ -24,7 +25,7 @@ librocksdb-dev libuv1-dev libhttp-parser-dev libjansson-dev libhiredis-dev
 libxxhash-dev libcmocka-dev libssl-dev
 redis-server redis-tools curl"
 if [ "$BENCH" -eq 1 ]; then
-	PKGS="$PKGS postgresql-15 gnuplot-nox"
+	PKGS="$PKGS postgresql-15 gnuplot-nox wrk"
 fi
 if [ "$FUZZ" -eq 1 ]; then
 	PKGS="$PKGS clang libclang-rt-14-dev"
