@@ -76,31 +76,23 @@ int tally_get(tally *t, const void *key, size_t key_len, int64_t *out)
 
 /* tally_mget() through the store's own multi-read: its lookups overlap
  * instead of following one another. In async mode the striped cells are
- * added as get_one() adds them, under the same lock throughout. *done is
- * 0 when the store has no multi-read (the caller reads key by key). */
+ * added as get_one() adds them, under the same lock throughout. */
 static int mget_batched(tally *t, const void *const *keys,
                         const size_t *lens, size_t n, int64_t *values,
-                        int *found, int *done)
+                        int *found)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 	int rc;
 
-	*done = 1;
 	if (async)
 		pthread_rwlock_rdlock(&t->fold_lock);
-	/* The store is looked at only while held: a failed one is closed
-	 * and reopened meanwhile. */
 	rc = eng_store_hold(t);
 	if (rc == TALLY_OK) {
-		if (t->st->vt->mget != NULL)
-			rc = t->st->vt->mget(t->st,
-			                     (const uint8_t *const *)keys, lens,
-			                     n, values, found);
-		else
-			*done = 0;
+		rc = t->st->vt->mget(t->st, (const uint8_t *const *)keys, lens,
+		                     n, values, found);
 		eng_store_release(t);
 	}
-	for (size_t i = 0; *done && async && rc == TALLY_OK && i < n; i++) {
+	for (size_t i = 0; async && rc == TALLY_OK && i < n; i++) {
 		int64_t cells = stripes_sum(t, keys[i], lens[i]);
 
 		/* Adds folded nowhere yet still make the counter exist. */
@@ -125,21 +117,7 @@ int tally_mget(tally *t, const void *const *keys, const size_t *lens,
 		if (rc != TALLY_OK)
 			return rc;
 	}
-	int done, brc = mget_batched(t, keys, lens, n, values, found, &done);
-
-	if (done)
-		return brc;
-	for (size_t i = 0; i < n; i++) {
-		int rc = get_one(t, keys[i], lens[i], &values[i]);
-
-		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
-			return rc;
-		if (rc == TALLY_ENOTFOUND)
-			values[i] = 0;
-		if (found != NULL)
-			found[i] = rc == TALLY_OK;
-	}
-	return TALLY_OK;
+	return mget_batched(t, keys, lens, n, values, found);
 }
 
 int tally_count(tally *t, const char *ctype, const char *ktype,

@@ -83,8 +83,6 @@ struct http_pending {
 	void *done_arg;
 	enum pend_kind kind;
 	json_t *doc;             /* the body: the writes' strings point in it */
-	const char *name;        /* PEND_INCR: the counter, in the request */
-	size_t name_len;
 	size_t n;
 	tally_write *ws;         /* n */
 	pend_write res[];        /* n */
@@ -538,11 +536,12 @@ static int incr_args(api_ctx *x, json_t **doc, tally_write *w)
 
 /* ---- queued writes ------------------------------------------------------ */
 
-/* A pending answer for n writes; NULL (after a 500) when out of memory. */
+/* A pending answer for n writes (0: an empty array, answered at once);
+ * NULL (after a 500) when out of memory. */
 static http_pending *pend_new(api_ctx *x, enum pend_kind kind, size_t n)
 {
 	http_pending *p = calloc(1, sizeof *p + n * sizeof p->res[0]);
-	tally_write *ws = calloc(n, sizeof *ws);
+	tally_write *ws = calloc(n ? n : 1, sizeof *ws);
 
 	if (p == NULL || ws == NULL) {
 		free(p);
@@ -573,7 +572,7 @@ static void pend_answer(http_pending *p, http_response *rs)
 	const char *ktype = p->ws[0].event.ktype;
 
 	if (p->kind == PEND_INCR && r->err == TALLY_OK)
-		reply_counter(rs, p->name, p->name_len, r->result);
+		reply_counter(rs, p->ws[0].key, p->ws[0].key_len, r->result);
 	else if (p->kind == PEND_EVENT && r->err == TALLY_OK)
 		reply_json(rs, 200, jset(json_object(), "count",
 		                         json_integer(r->result)));
@@ -663,8 +662,6 @@ static void h_counter_incr(api_ctx *x)
 	w.key_len = x->cap[0].len;
 	p->ws[0] = w;
 	p->doc = doc; /* w.id points into it */
-	p->name = x->cap[0].p;
-	p->name_len = x->cap[0].len;
 	pend_start(x, p);
 }
 
@@ -825,12 +822,6 @@ static void h_events(api_ctx *x)
 	if (json_is_array(doc) && json_array_size(doc) > API_EVENTS_MAX) {
 		reply_err(x->rs, 400, "at most %d events per request",
 		          API_EVENTS_MAX);
-		json_decref(doc);
-		return;
-	}
-	if (json_is_array(doc) && json_array_size(doc) == 0) {
-		reply_json(x->rs, 200, jset(json_object(), "counts",
-		                            json_array()));
 		json_decref(doc);
 		return;
 	}

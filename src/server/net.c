@@ -92,9 +92,9 @@ struct conn {
 	http_conn *hc;
 	http_request rq;          /* HTTP: the request being answered */
 	http_response rs;
-	int http_busy;            /* its writes are queued: answer nothing
-	                             more until they are done */
-	http_pending *pend;       /* those writes */
+	http_pending *pend;       /* its request's queued writes: it answers
+	                             nothing more until they are done (one
+	                             owed reply) */
 	slot *hslot;              /* carries them back through the done list */
 	rbuf out;                 /* replies ready to send */
 	size_t inflight;          /* bytes in uv_write */
@@ -298,7 +298,7 @@ static void offload_done(uv_work_t *req, int status)
 	c->offloaded = 0;
 	if (c->dead) {
 		slots_flush(c);
-		if (c->owed == 0 && !c->http_busy)
+		if (c->owed == 0)
 			conn_free(c);
 		worker_maybe_exit(w);
 		return;
@@ -383,7 +383,7 @@ static void conn_free(conn *c)
 	worker *w = c->w;
 	slot *sl = c->head;
 
-	assert(c->owed == 0 && !c->http_busy && c->pend == NULL);
+	assert(c->owed == 0 && c->pend == NULL);
 	while (sl != NULL) {
 		slot *next = sl->next;
 
@@ -413,7 +413,7 @@ static void on_closed(uv_handle_t *h)
 	conn *c = h->data;
 
 	c->dead = 1;
-	if (c->owed == 0 && !c->http_busy)
+	if (c->owed == 0)
 		conn_free(c);
 }
 
@@ -493,7 +493,7 @@ static void conn_maybe_done(conn *c)
 	/* An HTTP request's writes owe an answer that is in no FIFO: the
 	 * close waits for it too (a shutdown sets close_after meanwhile). */
 	if (c->cl.close_after && c->out.len == 0 && !c->writing &&
-	    c->head == NULL && !c->http_busy)
+	    c->head == NULL && c->pend == NULL)
 		conn_linger(c);
 }
 
@@ -809,10 +809,9 @@ static void http_writes_done(void *arg)
  * then go on with the connection's next requests. */
 static void http_writes_end(conn *c)
 {
-	assert(c->http_busy && c->pend != NULL && c->hslot != NULL);
+	assert(c->pend != NULL && c->hslot != NULL);
 	http_api_finish(c->pend, &c->rs);
 	c->pend = NULL;
-	c->http_busy = 0;
 	if (c->dead) {
 		http_response_free(&c->rs);
 		if (c->owed == 0)
@@ -849,7 +848,7 @@ static void http_process(conn *c)
 	                 c->w->s, &c->w->s->pass };
 	size_t turn = 0;
 
-	while (!c->closed && !c->http_busy && !c->cl.close_after &&
+	while (!c->closed && c->pend == NULL && !c->cl.close_after &&
 	       !conn_over_output(c)) {
 		int rc;
 
@@ -876,14 +875,13 @@ static void http_process(conn *c)
 		                   c->hslot, &c->pend)) {
 			/* Its completion comes through on_wake, which runs on
 			 * this thread after us. */
-			c->http_busy = 1;
 			c->owed++;
 			break;
 		}
 		http_respond(c, &c->rs, c->rq.keep_alive && !c->w->stopping);
 		http_response_free(&c->rs);
 	}
-	reading_set(c, !c->http_busy && !c->cl.close_after && !c->more);
+	reading_set(c, c->pend == NULL && !c->cl.close_after && !c->more);
 	conn_flush(c);
 }
 
@@ -1055,7 +1053,7 @@ static void on_wake(uv_async_t *a)
 		}
 		if (c->dead) {
 			slots_flush(c);
-			if (c->owed == 0 && !c->http_busy)
+			if (c->owed == 0)
 				conn_free(c);
 			continue;
 		}
@@ -1088,7 +1086,7 @@ static void on_tick(uv_timer_t *tm)
 		while (c != NULL) {
 			conn *next = c->next;
 
-			if (!c->closed && c->owed == 0 && !c->http_busy &&
+			if (!c->closed && c->owed == 0 &&
 			    now - c->last_active_ms > (uint64_t)idle * 1000) {
 				stat_add(&w->st->idle_closes_total, 1);
 				conn_close(c);

@@ -330,19 +330,13 @@ static void freeze(rocks *r)
 	r->ev_spare = NULL;
 	pthread_rwlock_unlock(&r->dirty_lock);
 	r->ck_upto = r->jseq;
-	/* The checkpoint empties its list once written: the two lists
-	 * trade places. A failed checkpoint's stays, and this one's join
-	 * it (if that fails, the records left are skipped at the next open
-	 * as covered, and listed again). */
-	if (r->ck_jm.n == 0) {
-		rocks_jlist jl = r->ck_jm;
+	/* The two lists trade places; the checkpoint empties its own once
+	 * written. (A failed one's records stay in META: the store is
+	 * reopened after it, and the load lists them again.) */
+	rocks_jlist jl = r->ck_jm;
 
-		r->ck_jm = r->jm;
-		r->jm = jl;
-	} else {
-		for (size_t i = 0; i < r->jm.n; i++)
-			(void)jlist_add(&r->ck_jm, r->jm.v[i]);
-	}
+	r->ck_jm = r->jm;
+	r->jm = jl;
 	r->jm.n = 0;
 	r->ck_seq = r->seq;
 	r->ck_counters = r->counters;
@@ -779,7 +773,7 @@ int rocks_journal_load(rocks *r, const char *dir)
 		if (rc != TALLY_OK)
 			break;
 		/* Covered by the last checkpoint already: its delete was
-		 * lost (see freeze()). */
+		 * lost with a failed one (see freeze()). */
 		if (be64_get(k + 1) <= r->ck_upto)
 			continue;
 		r->jseq = be64_get(k + 1);

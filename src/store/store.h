@@ -96,7 +96,7 @@ typedef struct store_vt {
 	int (*sync)(store *s);
 	int (*get)(store *s, const uint8_t *key, size_t len, int64_t *out);
 	/* n named counters in one read: out[i] the value (0 when absent),
-	 * found[i] whether it exists. NULL: the engine calls get() for each. */
+	 * found[i] (found may be NULL) whether it exists. */
 	int (*mget)(store *s, const uint8_t *const *keys, const size_t *lens,
 	            size_t n, int64_t *out, int *found);
 	/* mode: the counting type's (enum tally_mode), so that a store that
