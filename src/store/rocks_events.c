@@ -331,7 +331,12 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
  * Each chain (an object's or a member's events, newest first) becomes
  * chunks of up to EV_CHUNK_MAX events, newest first, which is key order
  * too (seqs are stored inverted): only the distinct objects or members
- * are sorted. */
+ * are sorted. Chunks are counted from the chain's oldest event, the
+ * newest chunk taking what is left over: a generation may be written
+ * twice, by tally_compact() and then by its checkpoint with the events
+ * logged since, and the second write must put each event under the key
+ * it had in the first (the key of its chunk's oldest) rather than beside
+ * it. */
 static int write_chains(const rocks_evgen *g, sorted *s,
                         rocksdb_writebatch_t *wb,
                         rocksdb_column_family_handle_t *cf, int hist)
@@ -344,25 +349,32 @@ static int write_chains(const rocks_evgen *g, sorted *s,
 	                hist ? KEY_HIST_PREFIX_LEN : KEY_OBJ_LEN, 0, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		size_t c = 0;
+		size_t c = 0, want = 0;
 
 		/* The chains' newest events lie all over the generation: a
 		 * cache miss each, started CHAIN_PREFETCH chains ahead. */
 		if (i + CHAIN_PREFETCH < n && refs[i + CHAIN_PREFETCH].u != 0)
 			__builtin_prefetch(&g->ev[refs[i + CHAIN_PREFETCH].u -
 			                          1]);
+		for (uint32_t at = refs[i].u; at != 0; want++) {
+			const rocks_ev *ev = &g->ev[at - 1];
+
+			at = hist ? ev->prev_hist : ev->prev_obj;
+		}
+		assert(want > 0);
+		want = (want - 1) % EV_CHUNK_MAX + 1;
 		for (uint32_t at = refs[i].u; at != 0;) {
 			const rocks_ev *ev = &g->ev[at - 1];
 
 			chunk[c++] = ev;
-			if (c == EV_CHUNK_MAX) {
+			if (c == want) {
 				put_chunk(chunk, c, wb, cf, hist);
 				c = 0;
+				want = EV_CHUNK_MAX;
 			}
 			at = hist ? ev->prev_hist : ev->prev_obj;
 		}
-		if (c > 0)
-			put_chunk(chunk, c, wb, cf, hist);
+		assert(c == 0);
 	}
 	return 0;
 }

@@ -1724,6 +1724,35 @@ static int scan_collect(void *arg, const tally_event_rec *ev)
 	return 0;
 }
 
+/* A compaction writes the events held in memory out, and the next
+ * checkpoint writes them again with the ones logged since: the second
+ * write must land on the same entries, not beside them. 300 likes of one
+ * article make chunks of it (128 events each). */
+static void test_compact_then_checkpoint_logs_each_event_once(void **state)
+{
+	struct fx *f = *state;
+	uint64_t seen[3] = { 0, UINT64_MAX, 0 };
+	tally_entry recs[400];
+	size_t n = 0;
+
+	for (uint64_t m = 1; m <= 300; m++) {
+		tally_event ev = ev_of("article", "like", 9, m);
+		add_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_compact(f->t));
+	for (uint64_t m = 301; m <= 310; m++) {
+		tally_event ev = ev_of("article", "like", 9, m);
+		add_ok(f->t, &ev);
+	}
+	fx_reopen(f);
+	CHECK_OK(tally_events_scan(f->t, scan_collect, seen));
+	CHECK_U64(seen[0], 310);
+	CHECK_OK(tally_recent(f->t, "article", "like", 9, 400, 0, recs, &n));
+	CHECK_U64(n, 310);
+	for (size_t i = 0; i < n; i++)
+		CHECK_U64(recs[i].member, 310 - i);
+}
+
 static void test_compact_usage_scan_and_counters(void **state)
 {
 	struct fx *f = *state;
@@ -3585,6 +3614,7 @@ int main(void)
 	    T(test_everything_survives_reopen),
 	    T(test_backup_copy_opens_with_data),
 	    T(test_compact_usage_scan_and_counters),
+	    T(test_compact_then_checkpoint_logs_each_event_once),
 	    T(test_stats_count_writes),
 	    T(test_threads_incrby_async_writes_sync_durability_exact),
 	    T(test_threads_incrby_blocking_async_durability_exact),
