@@ -257,6 +257,34 @@ static void child_async(tally *t, const struct rec *r, int window)
 		child_fail(r, rc);
 }
 
+/* --table-child DB: TC_FIRST likes of one article, then tally_compact(),
+ * which writes them into the tables ahead of their checkpoint, then
+ * TC_MORE more, then death without a close. The tables then hold part of
+ * a generation whose journal records the next open replays. */
+#define TC_FIRST 300
+#define TC_MORE 10
+#define TC_CONTENT 9
+#define TC_AT0 1700000000000
+
+static int table_child_main(char **argv)
+{
+	tally *t = NULL;
+
+	if (tally_open(argv[2], NULL, &t) != TALLY_OK)
+		return 2;
+	for (uint64_t m = 1; m <= TC_FIRST + TC_MORE; m++) {
+		tally_event ev = { .ctype = "article", .ktype = "like",
+		                   .content = TC_CONTENT, .member = m,
+		                   .at_ms = TC_AT0 + (int64_t)m };
+
+		if (tally_add(t, &ev, NULL) != TALLY_OK)
+			return 3;
+		if (m == TC_FIRST && tally_compact(t) != TALLY_OK)
+			return 4;
+	}
+	_exit(0);
+}
+
 /* argv: --crash-child DB FD SEED NEXT_OP WINDOW CLEAN_OPS DURABILITY
  *       SELFTEST */
 static int child_main(char **argv)
@@ -1129,8 +1157,69 @@ static void test_kill9_async_durability_keeps_acknowledged_writes(
 	run_rounds(c, (crash_rounds() + 1) / 2);
 }
 
+static int tc_scan(void *arg, const tally_event_rec *ev)
+{
+	uint64_t *seen = arg;
+
+	/* Oldest first: each event once, in order. */
+	if (ev->content != TC_CONTENT || ev->member != seen[0] + 1)
+		return 1;
+	seen[0]++;
+	return 0;
+}
+
+/* The replay's first checkpoint writes the events again with the ones
+ * logged after them: each must land on its earlier entry, so that every
+ * event is listed once, before and after that checkpoint. */
+static void check_table_child_events(const char *db)
+{
+	tally_entry e[TC_FIRST + TC_MORE + 1];
+	uint64_t seen[1] = { 0 };
+	tally *t = NULL;
+	size_t n = 0;
+
+	assert_int_equal(tally_open(db, NULL, &t), TALLY_OK);
+	assert_int_equal(tally_recent(t, "article", "like", TC_CONTENT,
+	                              TC_FIRST + TC_MORE + 1, 0, e, &n),
+	                 TALLY_OK);
+	assert_int_equal(n, TC_FIRST + TC_MORE);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(e[i].member, TC_FIRST + TC_MORE - i);
+		assert_int_equal(e[i].at_ms,
+		                 TC_AT0 + (int64_t)(TC_FIRST + TC_MORE - i));
+	}
+	assert_int_equal(tally_events_scan(t, tc_scan, seen), 0);
+	assert_int_equal(seen[0], TC_FIRST + TC_MORE);
+	tally_closep(&t);
+}
+
+static void test_kill_after_tables_written_ahead_lists_events_once(
+    void **state)
+{
+	struct crash *c = *state;
+	char *args[] = { self_exe, "--table-child", c->db, NULL };
+	int status = 0;
+
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(self_exe, args);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* Replayed and checkpointed by the close, then read from the
+	 * tables alone. */
+	check_table_child_events(c->db);
+	check_table_child_events(c->db);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--table-child") == 0)
+		return table_child_main(argv);
 	if (argc == 10 && strcmp(argv[1], "--crash-child") == 0)
 		return child_main(argv);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
@@ -1145,6 +1234,9 @@ int main(int argc, char **argv)
 	        crash_setup, crash_teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_kill9_async_durability_keeps_acknowledged_writes,
+	        crash_setup, crash_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_kill_after_tables_written_ahead_lists_events_once,
 	        crash_setup, crash_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
