@@ -300,11 +300,13 @@ static int options_create(rocks *r, const store_options *so)
 	}
 	r->wo_sync = rocksdb_writeoptions_create();
 	r->wo_nosync = rocksdb_writeoptions_create();
+	r->fo_nowait = rocksdb_flushoptions_create();
 	r->ro = rocksdb_readoptions_create();
-	if (!r->wo_sync || !r->wo_nosync || !r->ro)
+	if (!r->wo_sync || !r->wo_nosync || !r->fo_nowait || !r->ro)
 		return TALLY_ENOMEM;
 	rocksdb_writeoptions_set_sync(r->wo_sync, 1);
 	rocksdb_writeoptions_set_sync(r->wo_nosync, 0);
+	rocksdb_flushoptions_set_wait(r->fo_nowait, 0);
 	return TALLY_OK;
 }
 
@@ -432,6 +434,8 @@ static void rocks_close(store *s)
 		rocksdb_writeoptions_destroy(r->wo_sync);
 	if (r->wo_nosync)
 		rocksdb_writeoptions_destroy(r->wo_nosync);
+	if (r->fo_nowait)
+		rocksdb_flushoptions_destroy(r->fo_nowait);
 	if (r->ro)
 		rocksdb_readoptions_destroy(r->ro);
 	if (r->wb)

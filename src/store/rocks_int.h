@@ -137,6 +137,7 @@ typedef struct rocks {
 	rocksdb_cache_t *block_cache;
 	rocksdb_writeoptions_t *wo_sync;
 	rocksdb_writeoptions_t *wo_nosync;
+	rocksdb_flushoptions_t *fo_nowait;
 	rocksdb_readoptions_t *ro;
 
 	/* Committer-only state (apply and sync run on one thread). */
@@ -201,6 +202,7 @@ typedef struct rocks {
 	rocks_jlist jm, ck_jm;
 	rocks_jfile jf;
 	rocksdb_writebatch_t *ck_wb; /* checkpoint thread only */
+	uint64_t ck_meta_flush_ns; /* when a checkpoint last flushed META */
 	sorted ck_ents;      /* checkpoint thread only */
 
 	int failed;          /* a write or sync failed: its TALLY_EIO or
