@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/server.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char **argv)
 	static srv s;
 	tally_options o = { 0 };
 	sigset_t sigs;
+	struct timespec t0, t1;
 	int rc, sig;
 
 	rc = config_parse(&s.cfg, argc, argv);
@@ -60,13 +62,23 @@ int main(int argc, char **argv)
 		o.hot_shards_max = s.cfg.hot_shards_max;
 	}
 	o.checkpoint_kib = s.cfg.checkpoint_kib;
+	/* An open after a crash replays what the store had not yet put in
+	 * its tables (seconds for millions of writes): say what is going
+	 * on, and how long it took, as Redis does for its AOF. */
+	srv_log(&s.cfg, LOG_INFO, "opening %s", o.store ? s.cfg.cluster
+	                                                : s.cfg.data_dir);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = tally_open(s.cfg.data_dir, &o, &s.t);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc != TALLY_OK) {
 		fprintf(stderr, "tallyd: cannot open %s: %s\n",
 		        o.store ? s.cfg.cluster : s.cfg.data_dir,
 		        tally_strerror(rc));
 		return 1;
 	}
+	srv_log(&s.cfg, LOG_INFO, "store open in %.3f s",
+	        (double)(t1.tv_sec - t0.tv_sec) +
+	                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	if (net_start(&s) != 0) {
 		fprintf(stderr, "tallyd: cannot start the network\n");
 		tally_close(s.t);

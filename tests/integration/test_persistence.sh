@@ -159,6 +159,8 @@ load_round() { # ROUND SIG
 	assert_int_cmp "round $round: some writes were acknowledged" \
 		"$(wc -l <"$ACK/ack.$round")" -ge 500
 	start_tallyd "$DATA"
+	assert_match "round $round: the restart logs how long the open took" \
+		'tallyd info: store open in [0-9]+\.[0-9]{3} s' "$(cat "$T_LOG")"
 	local vrc=0
 	timeout 300 "$LOAD" verify "$T_RESP" "$round" "$ACK" >"$ACK/verify.$round.out" 2>&1 || vrc=$?
 	report "$ACK/verify.$round.out"
