@@ -1171,15 +1171,15 @@ static int tc_scan(void *arg, const tally_event_rec *ev)
 /* The replay's first checkpoint writes the events again with the ones
  * logged after them: each must land on its earlier entry, so that every
  * event is listed once, before and after that checkpoint. */
-static void check_table_child_events(const char *db)
+static void check_table_child_events(struct crash *c)
 {
 	tally_entry e[TC_FIRST + TC_MORE + 1];
 	uint64_t seen[1] = { 0 };
-	tally *t = NULL;
 	size_t n = 0;
 
-	assert_int_equal(tally_open(db, NULL, &t), TALLY_OK);
-	assert_int_equal(tally_recent(t, "article", "like", TC_CONTENT,
+	/* c->t: a failed assert leaves it to the teardown to close. */
+	assert_int_equal(tally_open(c->db, NULL, &c->t), TALLY_OK);
+	assert_int_equal(tally_recent(c->t, "article", "like", TC_CONTENT,
 	                              TC_FIRST + TC_MORE + 1, 0, e, &n),
 	                 TALLY_OK);
 	assert_int_equal(n, TC_FIRST + TC_MORE);
@@ -1188,9 +1188,9 @@ static void check_table_child_events(const char *db)
 		assert_int_equal(e[i].at_ms,
 		                 TC_AT0 + (int64_t)(TC_FIRST + TC_MORE - i));
 	}
-	assert_int_equal(tally_events_scan(t, tc_scan, seen), 0);
+	assert_int_equal(tally_events_scan(c->t, tc_scan, seen), 0);
 	assert_int_equal(seen[0], TC_FIRST + TC_MORE);
-	tally_closep(&t);
+	tally_closep(&c->t);
 }
 
 static void test_kill_after_tables_written_ahead_lists_events_once(
@@ -1198,22 +1198,30 @@ static void test_kill_after_tables_written_ahead_lists_events_once(
 {
 	struct crash *c = *state;
 	char *args[] = { self_exe, "--table-child", c->db, NULL };
+	int64_t until = mono_ms() + 120000;
 	int status = 0;
+	pid_t w;
 
 	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
+	c->pid = fork();
+	assert_true(c->pid >= 0);
+	if (c->pid == 0) {
 		execv(self_exe, args);
 		_exit(127);
 	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	/* Bounded: a child that hangs is the teardown's to kill. */
+	while ((w = waitpid(c->pid, &status, WNOHANG)) == 0 &&
+	       mono_ms() < until)
+		usleep(10000);
+	assert_int_equal(w, c->pid);
+	c->pid = 0;
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	/* Replayed and checkpointed by the close, then read from the
-	 * tables alone. */
-	check_table_child_events(c->db);
-	check_table_child_events(c->db);
+	/* The first open replays the journal: RECENT reads memory, the scan
+	 * the tables the compaction wrote. Its close checkpoints; the second
+	 * open reads the tables alone. */
+	check_table_child_events(c);
+	check_table_child_events(c);
 }
 
 int main(int argc, char **argv)
