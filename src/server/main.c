@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 	tally_options o = { 0 };
 	sigset_t sigs;
 	struct timespec t0, t1;
+	const char *where;
 	int rc, sig;
 
 	rc = config_parse(&s.cfg, argc, argv);
@@ -65,14 +66,13 @@ int main(int argc, char **argv)
 	/* An open after a crash replays what the store had not yet put in
 	 * its tables (seconds for millions of writes): say what is going
 	 * on, and how long it took, as Redis does for its AOF. */
-	srv_log(&s.cfg, LOG_INFO, "opening %s", o.store ? s.cfg.cluster
-	                                                : s.cfg.data_dir);
+	where = o.store ? s.cfg.cluster : s.cfg.data_dir;
+	srv_log(&s.cfg, LOG_INFO, "opening %s", where);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = tally_open(s.cfg.data_dir, &o, &s.t);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (rc != TALLY_OK) {
-		fprintf(stderr, "tallyd: cannot open %s: %s\n",
-		        o.store ? s.cfg.cluster : s.cfg.data_dir,
+		fprintf(stderr, "tallyd: cannot open %s: %s\n", where,
 		        tally_strerror(rc));
 		return 1;
 	}
