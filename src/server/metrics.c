@@ -111,6 +111,11 @@ char *metrics_text(void *arg, size_t *len)
 #undef X
 	prom_gauge(&t, "connected_clients", "Clients connected now",
 	           net_clients(s));
+	tx(&t, "# HELP tally_io_thread_clients Connections each I/O thread "
+	   "holds\n# TYPE tally_io_thread_clients gauge\n");
+	for (int i = 0; i < s->workers_n; i++)
+		tx(&t, "tally_io_thread_clients{thread=\"%d\"} %" PRIu32 "\n",
+		   i, net_thread_clients(s, i));
 	tx(&t, "# HELP tally_command_calls_total Commands by name\n"
 	   "# TYPE tally_command_calls_total counter\n");
 	for (size_t i = 0; cmd_name(i) != NULL; i++)

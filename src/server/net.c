@@ -1,6 +1,6 @@
-/* net.c: tallyd's network layer: N I/O threads, each a libuv loop listening
- * on a dup of one shared socket per port, and the connections they own
- * (RESP and HTTP).
+/* net.c: tallyd's network layer: N I/O threads, each a libuv loop, and the
+ * connections they own (RESP and HTTP). The first accepts on every port and
+ * places each connection on the thread that holds the fewest.
  *
  * Design note: replies in order with asynchronous writes
  *  1. Each RESP connection keeps a FIFO of replies it owes (slots). A write
@@ -25,6 +25,7 @@
  *  8. An HTTP connection answers one request at a time: a read at once, a
  *     write once its writes complete (they come back through the done
  *     list, carried by one slot that is never in the FIFO). */
+#define _GNU_SOURCE /* accept4 */
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -57,13 +58,28 @@ typedef struct slot {
 	size_t text_len;
 } slot;
 
+/* A socket accepted by worker 0 for another worker to take. */
+typedef struct placed_fd {
+	int fd;
+	int http;
+} placed_fd;
+
 typedef struct worker {
 	srv *s;
 	int idx;
 	uv_loop_t loop;
 	uv_thread_t thread;
-	uv_tcp_t resp_listen, http_listen;
+	/* Worker 0 only: the listening sockets (-1 when not listening). */
+	uv_poll_t resp_poll, http_poll;
+	int resp_fd, http_fd;
 	int resp_on, http_on;
+	int accept_paused;        /* out of descriptors: resumed by the tick */
+	int place_next;           /* where the search for the fewest starts */
+	_Atomic uint32_t placed;  /* connections given to it, not yet freed */
+	pthread_mutex_t inbox_lock;
+	placed_fd *inbox;         /* accepted by worker 0, not yet taken */
+	size_t inbox_n, inbox_cap;
+	int inbox_closed;         /* the worker has exited: take no more */
 	uv_async_t wake;
 	uv_timer_t tick;
 	uv_idle_t more_idle;      /* runs the connections in more */
@@ -406,6 +422,7 @@ static void conn_free(conn *c)
 		atomic_fetch_sub(&w->s->clients, 1);
 	free(c);
 	w->live--;
+	atomic_fetch_sub(&w->placed, 1);
 }
 
 static void on_closed(uv_handle_t *h)
@@ -937,20 +954,12 @@ static void refuse(worker *w, conn *c, int http)
 	conn_flush(c);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* Make fd a connection of w, on w's thread. It was counted in clients
+ * unless full (then it is told so and closed), and in w->placed. */
+static void conn_attach(worker *w, int fd, int http, int full)
 {
-	worker *w = server->data;
-	int http = server == (uv_stream_t *)&w->http_listen;
-	conn *c;
+	conn *c = conn_new(w, http);
 
-	int full;
-
-	if (status < 0 || w->stopping)
-		return;
-	full = atomic_fetch_add(&w->s->clients, 1) >= w->s->cfg.maxclients;
-	if (full)
-		atomic_fetch_sub(&w->s->clients, 1);
-	c = conn_new(w, http);
 	if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) != 0) {
 		if (c != NULL) {
 			resp_parser_free(c->rp);
@@ -958,8 +967,10 @@ static void on_connection(uv_stream_t *server, int status)
 			rbuf_free(&c->out);
 			free(c);
 		}
+		close(fd);
 		if (!full)
 			atomic_fetch_sub(&w->s->clients, 1);
+		atomic_fetch_sub(&w->placed, 1);
 		return;
 	}
 	c->counted = !full;
@@ -970,7 +981,8 @@ static void on_connection(uv_stream_t *server, int status)
 	w->conns = c;
 	w->live++;
 	stat_add(&w->st->connections_total, 1);
-	if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+	if (uv_tcp_open(&c->tcp, fd) != 0) {
+		close(fd); /* not the handle's: uv_tcp_open failed */
 		conn_close(c);
 		return;
 	}
@@ -983,6 +995,136 @@ static void on_connection(uv_stream_t *server, int status)
 	reading_set(c, 1);
 }
 
+/* The worker holding the fewest connections; among equals, the first from
+ * where the last search stopped, so that equal loads take turns. */
+static worker *fewest_placed(worker *w0)
+{
+	srv *s = w0->s;
+	int best = w0->place_next;
+	uint32_t least = UINT32_MAX;
+
+	for (int k = 0; k < s->workers_n; k++) {
+		int i = (w0->place_next + k) % s->workers_n;
+		uint32_t n = atomic_load(&s->workers[i]->placed);
+
+		if (n < least) {
+			least = n;
+			best = i;
+		}
+	}
+	w0->place_next = (best + 1) % s->workers_n;
+	return s->workers[best];
+}
+
+/* Give an accepted socket to the worker holding the fewest connections
+ * (the kernel would wake every worker's loop for it, and the first to run
+ * would take the whole backlog). Runs on worker 0. */
+static void place(worker *w0, int fd, int http)
+{
+	srv *s = w0->s;
+	worker *t;
+
+	if (atomic_fetch_add(&s->clients, 1) >= s->cfg.maxclients) {
+		/* Refused where it was accepted: it only gets the error. */
+		atomic_fetch_sub(&s->clients, 1);
+		atomic_fetch_add(&w0->placed, 1);
+		conn_attach(w0, fd, http, 1);
+		return;
+	}
+	t = fewest_placed(w0);
+	atomic_fetch_add(&t->placed, 1);
+	if (t == w0) {
+		conn_attach(w0, fd, http, 0);
+		return;
+	}
+	pthread_mutex_lock(&t->inbox_lock);
+	if (!t->inbox_closed && t->inbox_n == t->inbox_cap) {
+		size_t cap = t->inbox_cap ? t->inbox_cap * 2 : 16;
+		placed_fd *p = realloc(t->inbox, cap * sizeof *p);
+
+		if (p != NULL) {
+			t->inbox = p;
+			t->inbox_cap = cap;
+		}
+	}
+	if (t->inbox_closed || t->inbox_n == t->inbox_cap) {
+		pthread_mutex_unlock(&t->inbox_lock);
+		close(fd);
+		atomic_fetch_sub(&s->clients, 1);
+		atomic_fetch_sub(&t->placed, 1);
+		return;
+	}
+	t->inbox[t->inbox_n++] = (placed_fd){ fd, http };
+	pthread_mutex_unlock(&t->inbox_lock);
+	uv_async_send(&t->wake);
+}
+
+/* Take the sockets worker 0 placed here; close them when stopping (close
+ * set too: the worker is exiting and takes no more). */
+static void inbox_take(worker *w, int close_it)
+{
+	placed_fd *in;
+	size_t n;
+
+	pthread_mutex_lock(&w->inbox_lock);
+	in = w->inbox;
+	n = w->inbox_n;
+	w->inbox = NULL;
+	w->inbox_n = 0;
+	w->inbox_cap = 0;
+	if (close_it)
+		w->inbox_closed = 1;
+	pthread_mutex_unlock(&w->inbox_lock);
+	for (size_t i = 0; i < n; i++) {
+		if (close_it || w->stopping) {
+			close(in[i].fd);
+			atomic_fetch_sub(&w->s->clients, 1);
+			atomic_fetch_sub(&w->placed, 1);
+		} else {
+			conn_attach(w, in[i].fd, in[i].http, 0);
+		}
+	}
+	free(in);
+}
+
+/* Accept what the backlog holds, a bounded number per turn so that the
+ * loop's own connections are not starved by a flood of new ones. */
+#define ACCEPTS_PER_TURN 64
+
+static void on_listen(uv_poll_t *p, int status, int events)
+{
+	worker *w = p->data;
+	int http = p == &w->http_poll;
+	int lfd = http ? w->http_fd : w->resp_fd;
+
+	(void)events;
+	if (status < 0 || w->stopping)
+		return;
+	for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd >= 0) {
+			place(w, fd, http);
+			continue;
+		}
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+		    errno == ENOMEM) {
+			/* The connection waits in the backlog; accepting
+			 * again at once would spin on the same error. */
+			srv_log(&w->s->cfg, LOG_WARN, "cannot accept: %s; "
+			        "accepting again in a second", strerror(errno));
+			if (w->resp_on)
+				uv_poll_stop(&w->resp_poll);
+			if (w->http_on)
+				uv_poll_stop(&w->http_poll);
+			w->accept_paused = 1;
+		}
+		return; /* EAGAIN: the backlog is empty */
+	}
+}
+
 /* ---- worker loop ------------------------------------------------------------ */
 
 static void worker_shutdown(worker *w)
@@ -990,10 +1132,19 @@ static void worker_shutdown(worker *w)
 	if (w->stopping)
 		return;
 	w->stopping = 1;
-	if (w->resp_on)
-		uv_close((uv_handle_t *)&w->resp_listen, NULL);
-	if (w->http_on)
-		uv_close((uv_handle_t *)&w->http_listen, NULL);
+	/* uv_close stops a poll at once, so its socket can go now: new
+	 * connections are refused from here on. */
+	if (w->resp_on) {
+		uv_close((uv_handle_t *)&w->resp_poll, NULL);
+		close(w->resp_fd);
+		w->resp_fd = -1;
+	}
+	if (w->http_on) {
+		uv_close((uv_handle_t *)&w->http_poll, NULL);
+		close(w->http_fd);
+		w->http_fd = -1;
+	}
+	inbox_take(w, 0);
 	for (conn *c = w->conns; c != NULL; c = c->next) {
 		/* Replies owed are still sent: close once they are. */
 		c->cl.close_after = 1;
@@ -1005,6 +1156,7 @@ static void worker_shutdown(worker *w)
 static void worker_maybe_exit(worker *w)
 {
 	if (w->stopping && w->live == 0 && !uv_is_closing((uv_handle_t *)&w->wake)) {
+		inbox_take(w, 1);
 		uv_close((uv_handle_t *)&w->wake, NULL);
 		uv_close((uv_handle_t *)&w->tick, NULL);
 		uv_close((uv_handle_t *)&w->more_idle, NULL);
@@ -1017,6 +1169,7 @@ static void on_wake(uv_async_t *a)
 	slot **done;
 	size_t n, cap;
 
+	inbox_take(w, 0);
 	pthread_mutex_lock(&w->done_lock);
 	done = w->done;
 	cap = w->done_cap;
@@ -1073,6 +1226,13 @@ static void on_tick(uv_timer_t *tm)
 
 	if (atomic_load(&w->s->stopping))
 		worker_shutdown(w);
+	if (w->accept_paused && !w->stopping) {
+		w->accept_paused = 0;
+		if (w->resp_on)
+			uv_poll_start(&w->resp_poll, UV_READABLE, on_listen);
+		if (w->http_on)
+			uv_poll_start(&w->http_poll, UV_READABLE, on_listen);
+	}
 	for (conn *c = w->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		if (c->lingering && !c->closed &&
@@ -1150,18 +1310,14 @@ static int listen_socket(const srv_config *cfg, int port)
 	return fd;
 }
 
-static int listen_on(worker *w, uv_tcp_t *h, int shared_fd)
+/* Worker 0 watches a listening socket (it owns fd from here on). */
+static int listen_on(worker *w, uv_poll_t *p, int fd)
 {
-	int fd = dup(shared_fd), rc;
+	int rc = uv_poll_init(&w->loop, p, fd);
 
-	if (fd < 0)
-		return -1;
-	rc = uv_tcp_init(&w->loop, h);
+	p->data = w;
 	if (rc == 0)
-		rc = uv_tcp_open(h, fd);
-	h->data = w;
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)h, 511, on_connection);
+		rc = uv_poll_start(p, UV_READABLE, on_listen);
 	if (rc != 0) {
 		srv_log(&w->s->cfg, LOG_ERROR, "cannot listen: %s",
 		        uv_strerror(rc));
@@ -1176,9 +1332,12 @@ static int worker_init(srv *s, worker *w, int idx, int resp_fd,
 	w->s = s;
 	w->idx = idx;
 	w->st = &s->stats[idx];
+	w->resp_fd = idx == 0 ? resp_fd : -1;
+	w->http_fd = idx == 0 ? http_fd : -1;
 	rbuf_init(&w->scratch, s->cfg.max_output, 2);
 	if (uv_loop_init(&w->loop) != 0 ||
-	    pthread_mutex_init(&w->done_lock, NULL) != 0)
+	    pthread_mutex_init(&w->done_lock, NULL) != 0 ||
+	    pthread_mutex_init(&w->inbox_lock, NULL) != 0)
 		return -1;
 	if (uv_async_init(&w->loop, &w->wake, on_wake) != 0 ||
 	    uv_timer_init(&w->loop, &w->tick) != 0 ||
@@ -1188,13 +1347,13 @@ static int worker_init(srv *s, worker *w, int idx, int resp_fd,
 	w->tick.data = w;
 	w->more_idle.data = w;
 	uv_timer_start(&w->tick, on_tick, 1000, 1000);
-	if (resp_fd >= 0) {
-		if (listen_on(w, &w->resp_listen, resp_fd) != 0)
+	if (w->resp_fd >= 0) {
+		if (listen_on(w, &w->resp_poll, w->resp_fd) != 0)
 			return -1;
 		w->resp_on = 1;
 	}
-	if (http_fd >= 0) {
-		if (listen_on(w, &w->http_listen, http_fd) != 0)
+	if (w->http_fd >= 0) {
+		if (listen_on(w, &w->http_poll, w->http_fd) != 0)
 			return -1;
 		w->http_on = 1;
 	}
@@ -1217,11 +1376,13 @@ int net_start(srv *s)
 		return -1;
 	}
 	rc = net_workers_start(s, resp_fd, http_fd);
-	/* Each worker holds its own dup; the originals are not needed. */
-	if (resp_fd >= 0)
-		close(resp_fd);
-	if (http_fd >= 0)
-		close(http_fd);
+	/* Worker 0 owns the sockets once it exists (net_free closes them). */
+	if (s->workers == NULL || s->workers[0] == NULL) {
+		if (resp_fd >= 0)
+			close(resp_fd);
+		if (http_fd >= 0)
+			close(http_fd);
+	}
 	return rc;
 }
 
@@ -1271,6 +1432,14 @@ void net_free(srv *s)
 			continue;
 		uv_loop_close(&w->loop);
 		pthread_mutex_destroy(&w->done_lock);
+		pthread_mutex_destroy(&w->inbox_lock);
+		if (w->resp_fd >= 0)
+			close(w->resp_fd);
+		if (w->http_fd >= 0)
+			close(w->http_fd);
+		for (size_t k = 0; k < w->inbox_n; k++)
+			close(w->inbox[k].fd);
+		free(w->inbox);
 		while (w->spare != NULL) {
 			slot *next = w->spare->next;
 
@@ -1291,6 +1460,12 @@ void net_free(srv *s)
 uint32_t net_clients(const srv *s)
 {
 	return atomic_load(&s->clients);
+}
+
+uint32_t net_thread_clients(const srv *s, int i)
+{
+	assert(i >= 0 && i < s->workers_n);
+	return atomic_load(&s->workers[i]->placed);
 }
 
 uint64_t srv_cmd_calls(const srv *s, size_t i)

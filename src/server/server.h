@@ -176,6 +176,8 @@ void net_wait(srv *s);            /* until net_stop() */
 void net_stop(srv *s);            /* from any thread or a signal handler */
 void net_free(srv *s);
 uint32_t net_clients(const srv *s);
+/* Connections I/O thread i holds now (refused ones until they close). */
+uint32_t net_thread_clients(const srv *s, int i);
 
 /* metrics.c */
 char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */

@@ -319,4 +319,73 @@ exec {idle}>&- {busy}>&-
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
 stop_and_check
 
+# -------------------------------------------------------------------------
+section "--threads 3: connections spread over the I/O threads"
+start_tallyd "$TMP/spread" --threads 3
+P=$T_RESP
+# thread_clients: the three tally_io_thread_clients samples, "a b c"
+thread_clients() {
+	timeout 10 curl -s "http://127.0.0.1:$T_HTTP/metrics" |
+		awk '/^tally_io_thread_clients\{/ { printf "%s ", $2 }'
+}
+# spread_ok "a b c": the counts differ by at most one
+spread_ok() {
+	awk '{ mn = $1; mx = $1; for (i = 2; i <= NF; i++) { if ($i < mn) mn = $i; if ($i > mx) mx = $i }
+	       exit !(NF == 3 && mx - mn <= 1) }' <<<"$1"
+}
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')" == 1 ] && break
+	sleep 0.1
+done
+fds=()
+for ((i = 0; i < 30; i++)); do
+	open_conn "$P"
+	fds+=("$FD")
+done
+served=0
+for fd in "${fds[@]}"; do
+	send_line "$fd" "INCR spread"
+	[[ "$(read_line "$fd")" == :* ]] && served=$((served + 1))
+done
+assert_eq "30 clients opened one by one are each served" "30" "$served"
+assert_eq "... and counted once each" "30" "$(rcli get spread)"
+counts=$(thread_clients)
+say "   connections per I/O thread: $counts(the /metrics request included)"
+if spread_ok "$counts"; then
+	pass "30 clients (and the /metrics request) are spread evenly over 3 threads"
+else
+	fail "30 clients (and the /metrics request) are spread evenly over 3 threads" "$counts"
+fi
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+# A burst: redis-benchmark's idle mode opens 60 connections at once.
+redis-benchmark -p "$P" -c 60 -I >/dev/null 2>&1 &
+burst=$!
+n=0
+for ((i = 0; i < 100; i++)); do
+	n=$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')
+	[ "${n:-0}" -ge 61 ] && break
+	sleep 0.1
+done
+assert_int_cmp "the burst's 60 clients are connected" "${n:-0}" -ge 61
+counts=$(thread_clients)
+say "   connections per I/O thread: $counts"
+if spread_ok "$counts"; then
+	pass "60 clients connecting at once are spread evenly over 3 threads"
+else
+	fail "60 clients connecting at once are spread evenly over 3 threads" "$counts"
+fi
+kill "$burst" 2>/dev/null || true
+wait "$burst" 2>/dev/null || true
+counts=""
+for ((i = 0; i < 50; i++)); do
+	counts=$(thread_clients)
+	[ "$(awk '{ print $1 + $2 + $3 }' <<<"$counts")" == 1 ] && break
+	sleep 0.1
+done
+assert_eq "once they close, only the /metrics request is counted" "1" \
+	"$(awk '{ print $1 + $2 + $3 }' <<<"$counts")"
+assert_eq "three HTTP requests in a row are each served" "200 200 200" \
+	"$(for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$T_HTTP/healthz"; done | sed 's/ $//')"
+stop_and_check
+
 finish
