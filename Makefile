@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # CMakeLists.txt).
 CTEST_JOBS ?= 2
 
-.PHONY: all deps build test test-asan fuzz bench bench-cluster run clean
+.PHONY: all deps build test test-asan fuzz bench bench-cluster profile run clean
 
 all: build
 
@@ -64,5 +64,15 @@ bench-cluster:
 	cmake --build build-release -j $(JOBS) --target tallyd
 	scripts/bench_cluster.sh build-release
 
+# Where tallyd's time goes under one workload (scripts/profile.sh):
+# make profile WORKLOAD=like TOOL=callgrind. WORKLOAD: incr, incr-hot,
+# incr-p1, like, mcount; TOOL: perf (sampled, kernel included) or
+# callgrind (instructions counted). Writes build-prof/profile-*/.
+WORKLOAD ?= incr
+TOOL ?= perf
+profile:
+	@scripts/deps.sh --profile
+	scripts/profile.sh --tool $(TOOL) $(WORKLOAD)
+
 clean:
-	rm -rf build build-asan build-release build-fuzz
+	rm -rf build build-asan build-release build-fuzz build-prof

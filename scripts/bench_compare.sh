@@ -58,17 +58,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP PIPE
 
 log() { echo "bench_compare: $*" >&2; }
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-wait_ping() { # port: until PONG, at most 60 s
-	local i=0
-	while [ "$(redis-cli -p "$1" ping 2>/dev/null)" != PONG ]; do
-		i=$((i + 1))
-		[ $i -gt 6000 ] && { log "no PONG on port $1"; return 1; }
-		sleep 0.01
-	done
-}
 now_ms() { date +%s%3N; }
 
 # ---- servers ----------------------------------------------------------

@@ -1,10 +1,26 @@
-# bench_lib.sh: what the benchmark scripts share, sourced by them: the
-# machine's description, thousands separators, and writing a script's own
-# section of docs/BENCHMARKS.md without touching the others'.
+# bench_lib.sh: what the benchmark and profile scripts share, sourced by
+# them: the machine's description, a free port, waiting for a server's
+# PONG, thousands separators, and writing a script's own section of
+# docs/BENCHMARKS.md without touching the others'.
 
 # The machine, for the record.
 CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo 2>/dev/null || true)
+
+# A loopback port nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# wait_ping PORT: until PONG, at most 60 s (the caller defines log).
+wait_ping() {
+	local i=0
+	while [ "$(redis-cli -p "$1" ping 2>/dev/null)" != PONG ]; do
+		i=$((i + 1))
+		[ $i -gt 6000 ] && { log "no PONG on port $1"; return 1; }
+		sleep 0.01
+	done
+}
 
 commas() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); r = ""; while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) } print s r }'; }
 

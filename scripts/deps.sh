@@ -2,22 +2,26 @@
 # Install the Debian packages tally needs to build, test and benchmark.
 # Idempotent: does nothing when everything is present; runs apt-get update
 # only when something is missing. Needs root (or sudo) to install.
-# Usage: scripts/deps.sh [--bench|--fuzz]
+# Usage: scripts/deps.sh [--bench|--fuzz|--profile]
 #   --bench  also what `make bench` compares against: PostgreSQL 15 and
 #            gnuplot (charts); Redis comes with the plain set; and wrk, the
 #            HTTP load generator of docs/PERFORMANCE.md's HTTP figures.
 #   --fuzz   also what `make fuzz` builds with: clang and its compiler-rt
 #            (libFuzzer and the sanitizer runtimes; only recommended by
 #            clang, so named here).
+#   --profile  also what `make profile` runs tallyd under: perf and
+#            valgrind (callgrind).
 set -eu
 
 BENCH=0
 FUZZ=0
+PROFILE=0
 case ${1:-} in
 '') ;;
 --bench) BENCH=1 ;;
 --fuzz) FUZZ=1 ;;
-*) echo "usage: $0 [--bench|--fuzz]" >&2; exit 2 ;;
+--profile) PROFILE=1 ;;
+*) echo "usage: $0 [--bench|--fuzz|--profile]" >&2; exit 2 ;;
 esac
 
 PKGS="build-essential cmake pkg-config
@@ -29,6 +33,9 @@ if [ "$BENCH" -eq 1 ]; then
 fi
 if [ "$FUZZ" -eq 1 ]; then
 	PKGS="$PKGS clang libclang-rt-14-dev"
+fi
+if [ "$PROFILE" -eq 1 ]; then
+	PKGS="$PKGS linux-perf valgrind"
 fi
 
 missing=""
