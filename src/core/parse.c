@@ -24,8 +24,10 @@ int parse_u64_digits(const char *s, size_t len, size_t len_max,
 		if (s[i] < '0' || s[i] > '9')
 			return -1;
 		unsigned d = (unsigned)(s[i] - '0');
-		/* Checked before the multiply, so v never wraps. */
-		if (v > (UINT64_MAX - d) / 10)
+		/* Checked before the multiply, so v never wraps. Fewer digits
+		 * than UINT64_MAX has stay below 10^19 and cannot wrap: the
+		 * check (a division) is for the 20th digit on. */
+		if (i >= PARSE_U64_DIGITS - 1 && v > (UINT64_MAX - d) / 10)
 			return -1;
 		v = v * 10 + d;
 	}

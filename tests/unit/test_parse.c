@@ -67,7 +67,18 @@ static void test_u64_digits_range_boundaries(void **state)
 	assert_int_equal(u64_of("18446744073709551616", 20, &v), -1);
 	assert_int_equal(u64_of("99999999999999999999", 20, &v), -1);
 	assert_int_equal(u64_of("100000000000000000000", 64, &v), -1);
+	/* Leading zeros do not let a wrap past the 20th digit's check. */
+	assert_int_equal(u64_of("000000000000000000000018446744073709551616",
+	                        64, &v), -1);
+	assert_int_equal(u64_of("0000000000000000000000999999999999999999990",
+	                        64, &v), -1);
 	assert_int_equal(v, 5); /* untouched on failure */
+	/* 19 digits, the most that are never checked, at their largest. */
+	assert_int_equal(u64_of("9999999999999999999", 20, &v), 0);
+	assert_true(v == UINT64_C(9999999999999999999));
+	assert_int_equal(u64_of("0000000000000000000000018446744073709551615",
+	                        64, &v), 0);
+	assert_true(v == UINT64_MAX);
 }
 
 static void test_u64_digits_refuses_anything_but_digits(void **state)
