@@ -49,12 +49,15 @@ run: deps
 # (scripts/bench_compare.sh), then hot-key INCR through tallyd on a
 # 3-master Redis Cluster, 1 shard against 3 (scripts/bench_cluster.sh).
 # Writes docs/BENCHMARKS.md and docs/*.png.
+# The tree is named as it was when built (BENCH_REV): an edit made while
+# the benchmark runs is not in the binary it measures.
 bench:
 	@scripts/deps.sh --bench
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
-	cmake --build build-release -j $(JOBS)
-	scripts/bench.sh build-release
-	scripts/bench_compare.sh build-release
+	export BENCH_REV="$$(ROOT='$(CURDIR)' bash -c '. scripts/bench_lib.sh && tree_rev')" && \
+	cmake --build build-release -j $(JOBS) && \
+	scripts/bench.sh build-release && \
+	scripts/bench_compare.sh build-release && \
 	scripts/bench_cluster.sh build-release
 
 # The cluster benchmark alone (its section of docs/BENCHMARKS.md).

@@ -127,10 +127,8 @@ END {
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
 ROCKS=$(pkg-config --modversion rocksdb 2>/dev/null || echo unknown)
 CCV=$(cc --version 2>/dev/null | head -n 1 || echo unknown)
-REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; then
-	REV="$REV + uncommitted changes in src/ or include/"
-fi
+# make bench names the tree as it was built (BENCH_REV).
+REV=${BENCH_REV:-$(tree_rev)}
 
 mkdir -p "$(dirname "$OUT")"
 awk -F'\t' \

@@ -314,10 +314,9 @@ other() { # config node: commands not in CMDCOLS
 	echo "$o"
 }
 
-REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ] && REV="$REV + uncommitted changes in src/ or include/"
-# A build made elsewhere (e.g. from a clean export of a commit) says so.
-REV=${BENCH_REV:-$REV}
+# make bench names the tree as it was built (BENCH_REV), and so does a
+# build made elsewhere (e.g. from a clean export of a commit).
+REV=${BENCH_REV:-$(tree_rev)}
 REDISV=$(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')
 read -r MED1 MIN1 MAX1 <<<"$(med t1 4)"
 read -r MED3 MIN3 MAX3 <<<"$(med t3 4)"

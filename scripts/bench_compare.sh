@@ -387,8 +387,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 verdict() { awk -v x="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? (x >= t) : (x <= t); print (ok ? "met" : "**not met**") }'; }
 
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
-REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ] && REV="$REV + uncommitted changes in src/ or include/"
+# make bench names the tree as it was built (BENCH_REV).
+REV=${BENCH_REV:-$(tree_rev)}
 REDISV=$(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')
 PGV=$("$PGBIN/postgres" --version | awk '{ print $3 }')
 

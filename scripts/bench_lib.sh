@@ -22,6 +22,18 @@ wait_ping() {
 	done
 }
 
+# tree_rev: the commit checked out, and whether src/ or include/ differ
+# from it; called before the build, what the build is made of. The
+# caller sets ROOT.
+tree_rev() {
+	local rev
+	rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	if [ -n "$(git -C "$ROOT" status --porcelain -- src include 2>/dev/null)" ]; then
+		rev="$rev + uncommitted changes in src/ or include/"
+	fi
+	echo "$rev"
+}
+
 commas() { awk -v x="$1" 'BEGIN { s = sprintf("%.0f", x); r = ""; while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) } print s r }'; }
 
 # doc_section NAME SECTION_FILE OUT: put SECTION_FILE (which starts with
