@@ -13,6 +13,8 @@ if [ $# -ne 1 ]; then
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench_lib.sh"
+# make bench names the tree as it was built (BENCH_REV).
+REV=${BENCH_REV:-$(tree_rev)}
 BIN=$(cd "$1" && pwd)/tally_bench
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
@@ -127,8 +129,6 @@ END {
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
 ROCKS=$(pkg-config --modversion rocksdb 2>/dev/null || echo unknown)
 CCV=$(cc --version 2>/dev/null | head -n 1 || echo unknown)
-# make bench names the tree as it was built (BENCH_REV).
-REV=${BENCH_REV:-$(tree_rev)}
 
 mkdir -p "$(dirname "$OUT")"
 awk -F'\t' \

@@ -20,6 +20,9 @@ if [ $# -ne 1 ]; then
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench_lib.sh"
+# make bench names the tree as it was built (BENCH_REV), and so does a
+# build made elsewhere (e.g. from a clean export of a commit).
+REV=${BENCH_REV:-$(tree_rev)}
 BUILD=$(cd "$1" && pwd)
 TALLYD=$BUILD/tallyd
 RUNS=${BENCH_RUNS:-3}
@@ -314,9 +317,6 @@ other() { # config node: commands not in CMDCOLS
 	echo "$o"
 }
 
-# make bench names the tree as it was built (BENCH_REV), and so does a
-# build made elsewhere (e.g. from a clean export of a commit).
-REV=${BENCH_REV:-$(tree_rev)}
 REDISV=$(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')
 read -r MED1 MIN1 MAX1 <<<"$(med t1 4)"
 read -r MED3 MIN3 MAX3 <<<"$(med t3 4)"

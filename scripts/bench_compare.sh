@@ -21,6 +21,8 @@ if [ $# -ne 1 ]; then
 fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench_lib.sh"
+# make bench names the tree as it was built (BENCH_REV).
+REV=${BENCH_REV:-$(tree_rev)}
 BUILD=$(cd "$1" && pwd)
 TALLYD=$BUILD/tallyd
 RUNS=${BENCH_RUNS:-3}
@@ -387,8 +389,6 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 verdict() { awk -v x="$1" -v t="$2" -v op="$3" 'BEGIN { ok = (op == ">=") ? (x >= t) : (x <= t); print (ok ? "met" : "**not met**") }'; }
 
 FS=$(df -PT "$BENCH_DIR" | awk 'NR == 2 { print $2 " (" $1 ")" }')
-# make bench names the tree as it was built (BENCH_REV).
-REV=${BENCH_REV:-$(tree_rev)}
 REDISV=$(redis-server --version | sed 's/.* v=\([^ ]*\).*/\1/')
 PGV=$("$PGBIN/postgres" --version | awk '{ print $3 }')
 
