@@ -1055,8 +1055,10 @@ static void place(worker *w0, int fd, int http)
 		return;
 	}
 	t->inbox[t->inbox_n++] = (placed_fd){ fd, http };
-	pthread_mutex_unlock(&t->inbox_lock);
+	/* Sent under the lock: a worker closes its wake handle only after
+	 * closing its inbox under that lock, so the handle is still open. */
 	uv_async_send(&t->wake);
+	pthread_mutex_unlock(&t->inbox_lock);
 }
 
 /* Take the sockets worker 0 placed here; close them when stopping (close
@@ -1098,8 +1100,17 @@ static void on_listen(uv_poll_t *p, int status, int events)
 	int lfd = http ? w->http_fd : w->resp_fd;
 
 	(void)events;
-	if (status < 0 || w->stopping)
+	if (w->stopping)
 		return;
+	if (status < 0) {
+		/* libuv stopped the poll on the error: the tick tries again
+		 * rather than never accepting again. */
+		srv_log(&w->s->cfg, LOG_WARN, "cannot accept: %s; accepting "
+		        "again in a second", uv_strerror(status));
+		uv_poll_stop(p);
+		w->accept_paused = 1;
+		return;
+	}
 	for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -1283,8 +1294,8 @@ static int addr_parse(const char *host, int port, struct sockaddr_storage *ss)
 
 /* One listening socket per port, bound once: a second tallyd on the same
  * port fails with "address in use" instead of silently sharing it (as
- * SO_REUSEPORT would let it). Every worker listens on a dup of it and the
- * kernel hands each connection to one of them. */
+ * SO_REUSEPORT would let it). Worker 0 accepts on it and places each
+ * connection (place()). */
 static int listen_socket(const srv_config *cfg, int port)
 {
 	struct sockaddr_storage ss;
@@ -1376,7 +1387,8 @@ int net_start(srv *s)
 		return -1;
 	}
 	rc = net_workers_start(s, resp_fd, http_fd);
-	/* Worker 0 owns the sockets once it exists (net_free closes them). */
+	/* Worker 0 owns the sockets once it exists: its shutdown closes
+	 * them (net_free, when it never ran). */
 	if (s->workers == NULL || s->workers[0] == NULL) {
 		if (resp_fd >= 0)
 			close(resp_fd);

@@ -388,4 +388,46 @@ assert_eq "three HTTP requests in a row are each served" "200 200 200" \
 	"$(for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$T_HTTP/healthz"; done | sed 's/ $//')"
 stop_and_check
 
+# -------------------------------------------------------------------------
+section "out of file descriptors: accepting pauses, then resumes"
+need_cmd prlimit
+start_tallyd "$TMP/nofile"
+P=$T_RESP
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')" == 1 ] && break
+	sleep 0.1
+done
+sleep 0.3 # that INFO's connection closes too
+nfd=$(find "/proc/$T_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)
+limit=$((nfd + 8))
+soft=$(prlimit --pid "$T_PID" --nofile --output SOFT --noheadings | tr -d ' ')
+prlimit --pid "$T_PID" --nofile="$limit:" # the soft limit: raised again below
+fds=()
+for ((i = 0; i < 16; i++)); do
+	open_conn "$P" # the kernel completes the handshake; accepting is tallyd's
+	fds+=("$FD")
+done
+served=0
+for fd in "${fds[@]}"; do
+	send_line "$fd" PING
+	[ "$(read_line "$fd" 1)" == "+PONG" ] && served=$((served + 1))
+done
+say "   $served of 16 clients served with $limit descriptors ($nfd in use before)"
+assert_int_cmp "with no descriptor left, some clients wait" "$served" -lt 16
+assert_int_cmp "... and those accepted before are served" "$served" -ge 1
+assert_contains "tallyd says why it stops accepting" "$(cat "$T_LOG")" \
+	"cannot accept: Too many open files; accepting again in a second"
+assert_alive "tallyd, out of descriptors"
+# Free the descriptors: those waiting in the backlog are accepted now.
+for fd in "${fds[@]:0:$served}"; do exec {fd}>&-; done
+late=0
+for fd in "${fds[@]:$served}"; do
+	[ "$(read_line "$fd" 5)" == "+PONG" ] && late=$((late + 1))
+done
+assert_eq "once descriptors are free, every waiting client is served" \
+	"$((16 - served))" "$late"
+for fd in "${fds[@]:$served}"; do exec {fd}>&-; done
+prlimit --pid "$T_PID" --nofile="$soft:"
+stop_and_check
+
 finish
