@@ -9,9 +9,12 @@
 #   WORKLOAD   incr      INCR of random keys out of 1M, -c 50 -P 16
 #              incr-hot  INCR of one key, -c 50 -P 16
 #              incr-p1   INCR of random keys, -c 50 -P 1
-#              like      TALLY.ADD article like, article out of 100,000,
-#                        member out of 10M, -c 50 -P 16
-#              mcount    TALLY.MCOUNT of 50 random articles, -c 50 -P 1
+#              like      TALLY.ADD article like __rand_int__ 1__rand_int__,
+#                        -r 100000 (as make bench's like-p16: articles
+#                        out of 100,000, members the same numbers behind
+#                        a 1), -c 50 -P 16
+#              mcount    TALLY.MCOUNT of 50 random articles of those,
+#                        -c 50 -P 1
 #   BUILD_DIR  a build holding tallyd (default build-prof, built here as
 #              RelWithDebInfo: optimised, with symbols)
 #   --tool     perf (default) or callgrind
@@ -34,12 +37,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TOOL=perf
 OPS=""
 OUT=""
-usage() { sed -n '4,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '/^# Usage:/,/^# A fresh/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
-	--tool) TOOL=${2:-}; shift 2 ;;
-	--ops) OPS=${2:-}; shift 2 ;;
-	--out) OUT=${2:-}; shift 2 ;;
+	--tool|--ops|--out)
+		[ $# -ge 2 ] || { echo "profile: $1 needs a value" >&2; usage; }
+		case $1 in --tool) TOOL=$2 ;; --ops) OPS=$2 ;; --out) OUT=$2 ;; esac
+		shift 2 ;;
 	-h|--help) usage ;;
 	-*) echo "profile: unknown flag $1" >&2; usage ;;
 	*) break ;;
@@ -125,7 +129,7 @@ incr|incr-hot|incr-p1)
 	rb "$LOAD" 50 16 -r 1000000 INCR key:__rand_int__ >/dev/null ;;
 like|mcount)
 	log "loading $LOAD likes"
-	rb "$LOAD" 50 16 -r 10000000 TALLY.ADD article like __rand_int__ 1__rand_int__ >/dev/null ;;
+	rb "$LOAD" 50 16 -r 100000 TALLY.ADD article like __rand_int__ 1__rand_int__ >/dev/null ;;
 esac
 # What the load left for the background threads (checkpoints, flushes) is
 # not what the measured commands cost.
@@ -145,7 +149,7 @@ measure() {
 thread_ticks() {
 	for t in /proc/"$PID"/task/*; do
 		printf '%s/%s %s\n' "$(cat "$t/comm")" "${t##*/}" "$(awk '{ print $14 + $15 }' "$t/stat")"
-	done | sort
+	done | LC_ALL=C sort -k1,1
 }
 
 REPORT=$OUT/report.txt
@@ -157,18 +161,23 @@ REPORT=$OUT/report.txt
 
 if [ "$TOOL" = perf ]; then
 	thread_ticks >"$TMP/t0"
-	perf record -q -g -o "$OUT/perf.data" -p "$PID" >"$TMP/perf.log" 2>&1 &
+	rm -f "$OUT/perf.data"
+	perf record -q -g -o "$OUT/perf.data" -p "$PID" >"$OUT/perf.log" 2>&1 &
 	PERF=$!
 	sleep 0.5
+	kill -0 "$PERF" 2>/dev/null ||
+		{ log "perf record failed: $(cat "$OUT/perf.log")"; exit 1; }
 	RATE=$(measure)
-	kill -INT "$PERF"
+	kill -INT "$PERF" 2>/dev/null || true
 	wait "$PERF" || true
+	[ -s "$OUT/perf.data" ] ||
+		{ log "perf record wrote nothing: $(cat "$OUT/perf.log")"; exit 1; }
 	thread_ticks >"$TMP/t1"
 	{
 		echo "rate: $RATE commands/s (under perf)"
 		echo
 		echo "tallyd's CPU per thread over the measured commands:"
-		join "$TMP/t0" "$TMP/t1" | awk -v n="$OPS" '$3 > $2 {
+		LC_ALL=C join "$TMP/t0" "$TMP/t1" | awk -v n="$OPS" '$3 > $2 {
 			printf "  %-20s %6.2f s  %6.3f us per command\n", $1, ($3 - $2) / 100, ($3 - $2) * 1e4 / n }'
 		echo
 		echo "share of samples per thread:"
