@@ -389,6 +389,16 @@ assert_eq "three HTTP requests in a row are each served" "200 200 200" \
 stop_and_check
 
 # -------------------------------------------------------------------------
+section "SIGTERM while 200 clients connect"
+start_tallyd "$TMP/burst" --threads 3
+redis-benchmark -p "$T_RESP" -c 200 -I >/dev/null 2>&1 &
+burst=$!
+sleep 0.05 # some accepted, some on their way to a thread, some in the backlog
+stop_and_check
+kill "$burst" 2>/dev/null || true
+wait "$burst" 2>/dev/null || true
+
+# -------------------------------------------------------------------------
 section "out of file descriptors: accepting pauses, then resumes"
 need_cmd prlimit
 start_tallyd "$TMP/nofile"
