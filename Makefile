@@ -70,12 +70,13 @@ bench-cluster:
 # Where tallyd's time goes under one workload (scripts/profile.sh):
 # make profile WORKLOAD=like TOOL=callgrind. WORKLOAD: incr, incr-hot,
 # incr-p1, like, mcount; TOOL: perf (sampled, kernel included) or
-# callgrind (instructions counted). Writes build-prof/profile-*/.
+# callgrind (instructions counted); ARGS: more tallyd flags
+# (ARGS="--threads 1"). Writes build-prof/profile-*/.
 WORKLOAD ?= incr
 TOOL ?= perf
 profile:
 	@scripts/deps.sh --profile
-	scripts/profile.sh --tool $(TOOL) $(WORKLOAD)
+	scripts/profile.sh --tool $(TOOL) $(WORKLOAD) build-prof -- $(ARGS)
 
 clean:
 	rm -rf build build-asan build-release build-fuzz build-prof

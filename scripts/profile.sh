@@ -5,7 +5,7 @@
 # noise hides it in the rates). Run by `make profile`.
 #
 # Usage: scripts/profile.sh [--tool perf|callgrind] [--ops N] [--out DIR]
-#                           WORKLOAD [BUILD_DIR]
+#                           WORKLOAD [BUILD_DIR] [-- TALLYD_FLAG...]
 #   WORKLOAD   incr      INCR of random keys out of 1M, -c 50 -P 16
 #              incr-hot  INCR of one key, -c 50 -P 16
 #              incr-p1   INCR of random keys, -c 50 -P 1
@@ -23,6 +23,8 @@
 #              mcount and incr-p1: a tenth of that)
 #   --out      where perf.data or callgrind.out and report.txt go
 #              (default BUILD_DIR/profile-WORKLOAD-TOOL)
+#   -- ...     more tallyd flags, e.g. -- --threads 1 (not --data, the
+#              ports, --bind or --log-level, which this script sets)
 #
 # A fresh data folder is loaded first (1M INCRs, or 1M likes; a fifth of
 # that under callgrind), unmeasured; then only the measured commands are
@@ -50,7 +52,19 @@ while [ $# -gt 0 ]; do
 	esac
 done
 WORKLOAD=${1:-}
-BUILD=${2:-$ROOT/build-prof}
+BUILD=$ROOT/build-prof
+[ $# -gt 0 ] && shift
+if [ $# -gt 0 ] && [ "$1" != -- ]; then
+	BUILD=$1
+	shift
+fi
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+EXTRA=()
+if [ $# -gt 0 ]; then
+	[ "$1" = -- ] || usage
+	shift
+	EXTRA=("$@")
+fi
 case $TOOL in perf|callgrind) ;; *) echo "profile: --tool is perf or callgrind, not '$TOOL'" >&2; exit 2 ;; esac
 case $WORKLOAD in incr|incr-hot|incr-p1|like|mcount) ;; *) usage ;; esac
 if [ -n "$OPS" ] && ! [[ $OPS =~ ^[1-9][0-9]{0,8}$ ]]; then
@@ -102,7 +116,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP PIPE
 
 PORT=$(free_port)
-TARGS=(--data "$TMP/data" --bind 127.0.0.1 --resp-port "$PORT" --http-port 0 --log-level warn)
+TARGS=(--data "$TMP/data" --bind 127.0.0.1 --resp-port "$PORT" --http-port 0 --log-level warn
+	${EXTRA[@]+"${EXTRA[@]}"})
 if [ "$TOOL" = callgrind ]; then
 	valgrind --tool=callgrind --instr-atstart=no \
 		--callgrind-out-file="$OUT/callgrind.out" "$TALLYD" "${TARGS[@]}" \
@@ -155,7 +170,7 @@ thread_ticks() {
 REPORT=$OUT/report.txt
 {
 	echo "tallyd $("$TALLYD" --version | awk '{ print $2 }'), tree $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "workload $WORKLOAD, $OPS commands measured after $LOAD loaded; tool $TOOL"
+	echo "workload $WORKLOAD, $OPS commands measured after $LOAD loaded; tool $TOOL${EXTRA[*]+; tallyd flags: ${EXTRA[*]}}"
 	echo "machine: $(nproc) CPUs ($CPU), $MEM; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$REPORT"
 
