@@ -958,6 +958,10 @@ static void refuse(worker *w, conn *c, int http)
  * unless full (then it is told so and closed), and in w->placed. */
 static void conn_attach(worker *w, int fd, int http, int full)
 {
+	/* A stopping worker closes what it is given instead: a connection
+	 * attached now would keep it from exiting. */
+	assert(!w->stopping);
+	assert(fd >= 0);
 	conn *c = conn_new(w, http);
 
 	if (c == NULL || uv_tcp_init(&w->loop, &c->tcp) != 0) {
@@ -1002,6 +1006,8 @@ static worker *fewest_placed(worker *w0)
 	srv *s = w0->s;
 	int best = w0->place_next;
 	uint32_t least = UINT32_MAX;
+
+	assert(w0->idx == 0 && s->workers_n > 0);
 
 	for (int k = 0; k < s->workers_n; k++) {
 		int i = (w0->place_next + k) % s->workers_n;
