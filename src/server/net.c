@@ -75,7 +75,9 @@ typedef struct worker {
 	int resp_on, http_on;
 	int accept_paused;        /* out of descriptors: resumed by the tick */
 	int place_next;           /* where the search for the fewest starts */
-	_Atomic uint32_t placed;  /* connections given to it, not yet freed */
+	/* Connections given to it and not yet freed, those still in its
+	 * inbox included: it exits at shutdown once this is 0. */
+	_Atomic uint32_t placed;
 	pthread_mutex_t inbox_lock;
 	placed_fd *inbox;         /* accepted by worker 0, not yet taken */
 	size_t inbox_n, inbox_cap;
@@ -90,7 +92,6 @@ typedef struct worker {
 	slot **done_spare;        /* swapped with done when draining */
 	size_t done_spare_cap;
 	conn *conns;              /* every live connection */
-	size_t live;              /* connections not yet freed */
 	rbuf scratch;             /* replies made while slots are owed */
 	srv_stats *st;
 	slot *spare;              /* freed slots, for the next commands */
@@ -421,7 +422,6 @@ static void conn_free(conn *c)
 	if (c->counted)
 		atomic_fetch_sub(&w->s->clients, 1);
 	free(c);
-	w->live--;
 	atomic_fetch_sub(&w->placed, 1);
 }
 
@@ -983,7 +983,6 @@ static void conn_attach(worker *w, int fd, int http, int full)
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
-	w->live++;
 	stat_add(&w->st->connections_total, 1);
 	if (uv_tcp_open(&c->tcp, fd) != 0) {
 		close(fd); /* not the handle's: uv_tcp_open failed */
@@ -1099,6 +1098,35 @@ static void inbox_take(worker *w, int close_it)
  * loop's own connections are not starved by a flood of new ones. */
 #define ACCEPTS_PER_TURN 64
 
+static void on_listen(uv_poll_t *p, int status, int events);
+
+/* Worker 0: watch the listening sockets, or stop watching them. */
+static void accepting_set(worker *w, int on)
+{
+	uv_poll_t *polls[2] = { w->resp_on ? &w->resp_poll : NULL,
+	                        w->http_on ? &w->http_poll : NULL };
+
+	for (int i = 0; i < 2; i++) {
+		if (polls[i] == NULL)
+			continue;
+		if (on)
+			uv_poll_start(polls[i], UV_READABLE, on_listen);
+		else
+			uv_poll_stop(polls[i]);
+	}
+}
+
+/* Out of descriptors, or a poll error (after which libuv has stopped the
+ * poll): the connections wait in the backlog, and the tick accepts again
+ * in a second rather than spinning on the same error now. */
+static void accepting_pause(worker *w, const char *why)
+{
+	srv_log(&w->s->cfg, LOG_WARN, "cannot accept: %s; accepting again in "
+	        "a second", why);
+	accepting_set(w, 0);
+	w->accept_paused = 1;
+}
+
 static void on_listen(uv_poll_t *p, int status, int events)
 {
 	worker *w = p->data;
@@ -1109,12 +1137,7 @@ static void on_listen(uv_poll_t *p, int status, int events)
 	if (w->stopping)
 		return;
 	if (status < 0) {
-		/* libuv stopped the poll on the error: the tick tries again
-		 * rather than never accepting again. */
-		srv_log(&w->s->cfg, LOG_WARN, "cannot accept: %s; accepting "
-		        "again in a second", uv_strerror(status));
-		uv_poll_stop(p);
-		w->accept_paused = 1;
+		accepting_pause(w, uv_strerror(status));
 		return;
 	}
 	for (int k = 0; k < ACCEPTS_PER_TURN; k++) {
@@ -1127,17 +1150,8 @@ static void on_listen(uv_poll_t *p, int status, int events)
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
 		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-		    errno == ENOMEM) {
-			/* The connection waits in the backlog; accepting
-			 * again at once would spin on the same error. */
-			srv_log(&w->s->cfg, LOG_WARN, "cannot accept: %s; "
-			        "accepting again in a second", strerror(errno));
-			if (w->resp_on)
-				uv_poll_stop(&w->resp_poll);
-			if (w->http_on)
-				uv_poll_stop(&w->http_poll);
-			w->accept_paused = 1;
-		}
+		    errno == ENOMEM)
+			accepting_pause(w, strerror(errno));
 		return; /* EAGAIN: the backlog is empty */
 	}
 }
@@ -1172,7 +1186,8 @@ static void worker_shutdown(worker *w)
 
 static void worker_maybe_exit(worker *w)
 {
-	if (w->stopping && w->live == 0 && !uv_is_closing((uv_handle_t *)&w->wake)) {
+	if (w->stopping && atomic_load(&w->placed) == 0 &&
+	    !uv_is_closing((uv_handle_t *)&w->wake)) {
 		inbox_take(w, 1);
 		uv_close((uv_handle_t *)&w->wake, NULL);
 		uv_close((uv_handle_t *)&w->tick, NULL);
@@ -1245,10 +1260,7 @@ static void on_tick(uv_timer_t *tm)
 		worker_shutdown(w);
 	if (w->accept_paused && !w->stopping) {
 		w->accept_paused = 0;
-		if (w->resp_on)
-			uv_poll_start(&w->resp_poll, UV_READABLE, on_listen);
-		if (w->http_on)
-			uv_poll_start(&w->http_poll, UV_READABLE, on_listen);
+		accepting_set(w, 1);
 	}
 	for (conn *c = w->conns, *next; c != NULL; c = next) {
 		next = c->next;
