@@ -62,8 +62,8 @@ static void defaults(srv_config *c)
 
 	*c = (srv_config){
 		.data_dir = "./data", .bind = "127.0.0.1", .resp_port = 6380,
-		.http_port = 8080, .threads = cores > 0 && cores < 64 ?
-		(int)cores : 2, .durability = TALLY_DURABILITY_SYNC,
+		.http_port = 8080, .threads = cores < 1 ? 2 : cores > 64 ?
+		64 : (int)cores, .durability = TALLY_DURABILITY_SYNC,
 		.flush_ms = 100, .store = "rocksdb", .maxclients = 10000,
 		.max_bulk = 1u << 20, .max_args = 1u << 20,
 		.max_request = 64u << 20, .max_pending = 65536,
@@ -93,6 +93,26 @@ static int is_loopback(const char *addr)
 {
 	return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
 	       strcmp(addr, "localhost") == 0;
+}
+
+/* Every flag that takes a value (flag_set() handles each): a flag given
+ * last without its value is told apart from one that does not exist. */
+static const char *const value_flags[] = {
+	"--data", "--bind", "--resp-port", "--http-port", "--threads",
+	"--flush-ms", "--store", "--cluster", "--checkpoint-kib",
+	"--redis-wait", "--hot-shard-ops", "--hot-shards-max",
+	"--requirepass", "--requirepass-file", "--backup-dir", "--maxclients",
+	"--max-bulk-bytes", "--max-args", "--max-request-bytes",
+	"--max-pipeline", "--max-output-bytes", "--idle-timeout",
+	"--durability", "--log-level", NULL
+};
+
+static int value_flag(const char *f)
+{
+	for (size_t i = 0; value_flags[i] != NULL; i++)
+		if (!strcmp(f, value_flags[i]))
+			return 1;
+	return 0;
 }
 
 /* One flag with its value; returns 0, or -1 on a bad value. */
@@ -179,7 +199,13 @@ static int config_check(const srv_config *c)
 		return -1;
 	}
 	if (c->requirepass != NULL && c->requirepass[0] == '\0') {
-		fprintf(stderr, "tallyd: --requirepass must not be empty\n");
+		if (c->requirepass_file != NULL)
+			fprintf(stderr, "tallyd: the first line of %s (from "
+			        "--requirepass-file) is empty: no password\n",
+			        c->requirepass_file);
+		else
+			fprintf(stderr, "tallyd: --requirepass must not be "
+			        "empty\n");
 		return -1;
 	}
 	return 0;
@@ -295,6 +321,12 @@ int config_parse(srv_config *c, int argc, char **argv)
 			if (flag_set(c, name, eq + 1))
 				return -1;
 			continue;
+		}
+		if (!value_flag(f)) {
+			fprintf(stderr, "tallyd: %s '%s'%s (see tallyd --help)\n",
+			        f[0] == '-' ? "unknown flag" : "unexpected argument",
+			        f, f[0] == '-' ? "" : ": tallyd takes flags only");
+			return -1;
 		}
 		if (i + 1 >= argc) {
 			fprintf(stderr, "tallyd: %s needs a value (see tallyd "

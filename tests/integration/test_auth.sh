@@ -215,7 +215,8 @@ refused "--requirepass and --requirepass-file" "not both" \
 refused "--requirepass-file of a missing file" "No such file" \
 	--requirepass-file "$TMP/none"
 : >"$TMP/empty"
-refused "--requirepass-file of an empty file" "must not be empty" \
+refused "--requirepass-file of an empty file" \
+	"the first line of $TMP/empty (from --requirepass-file) is empty" \
 	--requirepass-file "$TMP/empty"
 head -c 5000 /dev/zero | tr '\0' 'a' >"$TMP/long"
 refused "--requirepass-file of a 5000-byte line" "at most 4096 bytes" \

@@ -62,7 +62,22 @@ if [ -f "$CONFIG_C" ]; then
 		assert_match "--help lists the parsed flag $f" "(^|[[:space:],])$f([[:space:],=]|\$)" "$help"
 	done
 	assert_int_cmp "config.c parses at least 18 flags" "$n" -ge 18
+	# Each flag with a value, given last without it, is told to need one
+	# (not called unknown): the list of such flags misses none.
+	for f in $parsed; do
+		case $f in --help | --version) continue ;; esac
+		out=$("$TALLYD" "$f" 2>&1) && rc=0 || rc=$?
+		assert_eq "$f without its value: exit 2, and says so" \
+			"2 tallyd: $f needs a value (see tallyd --help)" "$rc $out"
+	done
 fi
+out=$("$TALLYD" --no-such-flag 2>&1) && rc=0 || rc=$?
+assert_eq "an unknown flag given last is called unknown" \
+	"2 tallyd: unknown flag '--no-such-flag' (see tallyd --help)" "$rc $out"
+out=$("$TALLYD" datadir 2>&1) && rc=0 || rc=$?
+assert_eq "a bare word is not taken for a flag" \
+	"2 tallyd: unexpected argument 'datadir': tallyd takes flags only (see tallyd --help)" \
+	"$rc $out"
 version=$("$TALLYD" --version 2>&1) && rc=0 || rc=$?
 assert_eq "--version exits 0" "0" "$rc"
 assert_match "--version prints 'tallyd X.Y.Z'" '^tallyd [0-9]+\.[0-9]+\.[0-9]+$' "$version"
