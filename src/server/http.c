@@ -429,11 +429,17 @@ char *http_response_format(const http_response *rs, int keep_alive,
 	size_t body_len = rs->body ? rs->body_len : 0;
 	int n = snprintf(head, sizeof head,
 	                 "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-	                 "Content-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+	                 "Content-Length: %zu\r\n%s%s%s%sConnection: %s\r\n\r\n",
 	                 rs->status, reason, ctype, body_len, auth,
+	                 rs->allow ? "Allow: " : "", rs->allow ? rs->allow : "",
+	                 rs->allow ? "\r\n" : "",
 	                 keep_alive ? "keep-alive" : "close");
 	if (n < 0 || (size_t)n >= sizeof head)
 		return NULL;
+	/* A HEAD's answer is the GET's headers, its length included, and no
+	 * body (RFC 9110 section 9.3.2). */
+	if (rs->head)
+		body_len = 0;
 	char *out = malloc((size_t)n + body_len + 1);
 	if (out == NULL)
 		return NULL;

@@ -53,6 +53,8 @@ typedef struct http_response {
 	char *body;              /* malloc'd, JSON unless content_type says */
 	size_t body_len;
 	const char *content_type;/* static string */
+	const char *allow;       /* a 405's Allow header (static), or NULL */
+	int head;                /* a HEAD: the headers of the GET alone */
 } http_response;
 
 typedef struct http_api {

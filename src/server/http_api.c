@@ -304,19 +304,22 @@ static int cap_id(api_ctx *x, size_t i, const char *what, uint64_t *out)
 	return -1;
 }
 
+static int name_ok(const char *s);
+
 /* A type name capture, copied NUL-terminated for the engine. */
 static int cap_name(api_ctx *x, size_t i, const char *what,
                     char out[TALLY_NAME_MAX + 1])
 {
 	assert(i < x->ncap);
-	if (x->cap[i].len == 0 || x->cap[i].len > TALLY_NAME_MAX) {
-		reply_err(x->rs, 400, "%s must be 1..%d bytes", what,
-		          TALLY_NAME_MAX);
-		return -1;
+	if (x->cap[i].len > 0 && x->cap[i].len <= TALLY_NAME_MAX) {
+		memcpy(out, x->cap[i].p, x->cap[i].len);
+		out[x->cap[i].len] = '\0';
+		if (name_ok(out))
+			return 0;
 	}
-	memcpy(out, x->cap[i].p, x->cap[i].len);
-	out[x->cap[i].len] = '\0';
-	return 0;
+	reply_err(x->rs, 400, "%s must be 1..%d bytes of [A-Za-z0-9_.:-]", what,
+	          TALLY_NAME_MAX);
+	return -1;
 }
 
 /* Decode a query value ("+" is a space there) into val[API_QVAL_MAX]. */
@@ -961,6 +964,10 @@ static void h_object_member(api_ctx *x)
 	if (obj_args(x, ctype, &content, ktype) != 0 ||
 	    cap_id(x, 3, "member", &member) != 0)
 		return;
+	if (member == 0) {
+		reply_msg(x->rs, 400, "member must be non-zero (0 is anonymous)");
+		return;
+	}
 	int rc = tally_has(x->api->t, ctype, ktype, content, member, &at);
 	if (rc == TALLY_ENOTFOUND)
 		reply_msg(x->rs, 404, "not in");
@@ -1104,6 +1111,11 @@ int http_api_begin(const http_api *api, const http_request *rq,
 	             .done_arg = arg, .pend = pend};
 	const api_route *hit = NULL;
 
+	/* HEAD is GET without the body: every GET route takes it. */
+	int head = strcmp(rq->method, "HEAD") == 0;
+	const char *method = head ? "GET" : rq->method;
+	const char *allow = NULL;
+
 	*pend = NULL;
 	int path_known = 0;
 	memset(rs, 0, sizeof *rs);
@@ -1111,7 +1123,9 @@ int http_api_begin(const http_api *api, const http_request *rq,
 		if (!route_match(routes[i].pattern, rq->path, x.cap, &x.ncap))
 			continue;
 		path_known = 1;
-		if (strcmp(routes[i].method, rq->method) == 0)
+		allow = strcmp(routes[i].method, "GET") == 0 ? "GET, HEAD"
+		                                             : routes[i].method;
+		if (strcmp(routes[i].method, method) == 0)
 			hit = &routes[i];
 	}
 	/* Everything but /healthz is behind the password, unknown paths too:
@@ -1120,10 +1134,13 @@ int http_api_begin(const http_api *api, const http_request *rq,
 		reply_msg(rs, 401, "authentication required");
 	else if (hit != NULL)
 		hit->fn(&x);
-	else if (path_known)
+	else if (path_known) {
 		reply_msg(rs, 405, "method not allowed");
-	else
+		rs->allow = allow; /* RFC 9110 section 15.5.6 */
+	} else {
 		reply_msg(rs, 404, "not found");
+	}
+	rs->head = head;
 	/* every path replies, or leaves its writes pending */
 	assert((*pend != NULL) != (rs->status >= 200 && rs->status < 600));
 	return *pend != NULL;

@@ -219,6 +219,15 @@ http GET /v1/objects/clip/9/like/members/x
 assert_http_error "bad member id: 400" 400 "member"
 http GET /v1/objects/article/42/view/members/1
 assert_http_error "membership of a total type: 400" 400 "total"
+http GET /v1/objects/clip/9/like/members/0
+assert_http_error "membership of member 0: 400, saying why" 400 \
+	"member must be non-zero (0 is anonymous)"
+http GET "/v1/objects/bad%20name/9"
+assert_http_error "a bad ctype name: 400, saying why" 400 \
+	"ctype must be 1..64 bytes of [A-Za-z0-9_.:-]"
+http GET "/v1/objects/clip/9/bad%20type"
+assert_http_error "a bad ktype name: 400, saying why" 400 \
+	"ktype must be 1..64 bytes of [A-Za-z0-9_.:-]"
 
 section "member history"
 rcli tally.add video like 5 3 >/dev/null
@@ -249,6 +258,19 @@ http DELETE /v1/counters/hits
 assert_http_error "wrong method on a known path: 405" 405
 http POST /healthz '{}'
 assert_http_error "POST /healthz: 405" 405
+hdr=$(curl -s -i -X DELETE "http://127.0.0.1:$T_HTTP/healthz" -H "Authorization: Bearer ${T_PASS:-none}" | tr -d '\r')
+assert_contains "a 405 names the methods the path takes" "$hdr" "Allow: GET, HEAD"
+hdr=$(curl -s -i -X GET "http://127.0.0.1:$T_HTTP/v1/events" -H "Authorization: Bearer ${T_PASS:-none}" | tr -d '\r')
+assert_contains "... POST for /v1/events" "$hdr" "Allow: POST"
+head_out=$(curl -s -I "http://127.0.0.1:$T_HTTP/healthz" | tr -d '\r')
+assert_match "HEAD /healthz: 200 with the GET's length, no body" \
+	'^HTTP/1.1 200 OK.*Content-Length: 15' "$(paste -sd' ' <<<"$head_out")"
+# Pipelined: had the HEAD's answer carried a body, the GET after it on the
+# same connection would be read out of step.
+raw=$(printf 'HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' |
+	timeout 10 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; cat >&3; cat <&3' _ "$T_HTTP" | tr -d '\r' | paste -sd'|')
+assert_match "HEAD then GET on one connection: one body, the GET's" \
+	'^HTTP/1.1 200 OK\|[^{]*\|\|HTTP/1.1 200 OK\|.*\|\|\{"status":"ok"\}$' "$raw"
 
 section "malformed HTTP"
 resp=$(raw_resp "$T_HTTP" 'GARBAGE\r\n\r\n')

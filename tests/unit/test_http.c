@@ -321,6 +321,22 @@ static void test_response_format(void **state)
 	out = http_response_format(&rs, 1, &len);
 	assert_non_null(strstr(out, "\r\nWWW-Authenticate: Bearer"));
 	free(out);
+	/* A 405 says what the path takes. */
+	rs.status = 405;
+	rs.allow = "GET, HEAD";
+	out = http_response_format(&rs, 1, &len);
+	assert_non_null(strstr(out, "\r\nAllow: GET, HEAD\r\n"));
+	free(out);
+	/* A HEAD: the GET's headers, its length included, and no body. */
+	rs.status = 200;
+	rs.allow = NULL;
+	rs.head = 1;
+	out = http_response_format(&rs, 1, &len);
+	want = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	       "Content-Length: 7\r\nConnection: keep-alive\r\n\r\n";
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(out, want, len);
+	free(out);
 }
 
 /* ---- API fixture -------------------------------------------------------- */
@@ -583,6 +599,7 @@ static void test_api_wrong_method_405(void **state)
 	expect_error(f, "DELETE", "/v1/counters/x", NULL, 405, "not allowed");
 	expect_error(f, "GET", "/v1/events", NULL, 405, "not allowed");
 	expect_error(f, "POST", "/healthz", NULL, 405, "not allowed");
+	expect_error(f, "HEAD", "/v1/events", NULL, 405, "not allowed");
 }
 
 static void test_api_unknown_route_404(void **state)
