@@ -61,6 +61,58 @@ static int absolute(const char *path, char *buf, size_t cap)
 	return CLI_OK;
 }
 
+/* The folder the server reached says it serves (INFO's data_dir), into
+ * buf; CLI_OK, or CLI_ERR when its reply has none. */
+static int served_dir(client *c, char *buf, size_t cap)
+{
+	const char *argv[2] = { "INFO", "server" };
+	const char *p, *end;
+	redisReply *r = NULL;
+	int rc = client_call(c, 2, argv, &r);
+
+	if (rc != CLI_OK)
+		return rc;
+	rc = CLI_ERR;
+	if (r->type == REDIS_REPLY_STRING &&
+	    (p = strstr(r->str, "\ndata_dir:")) != NULL) {
+		p += strlen("\ndata_dir:");
+		end = strpbrk(p, "\r\n");
+		if (end != NULL && (size_t)(end - p) < cap) {
+			memcpy(buf, p, (size_t)(end - p));
+			buf[end - p] = '\0';
+			rc = CLI_OK;
+		}
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+/* CLI_OK when the server reached serves dir: any tallyd may listen on
+ * the port asked (the default one included), and a backup of another
+ * folder than the one named would be reported as the one asked for. */
+static int same_server(client *c, const char *dir)
+{
+	char mine[PATH_MAX], served[PATH_MAX];
+	int rc;
+
+	if (realpath(dir, mine) == NULL) {
+		fprintf(stderr, "tally: %s: %s\n", dir, strerror(errno));
+		return CLI_ERR;
+	}
+	rc = served_dir(c, served, sizeof served);
+	if (rc == CLI_OK && strcmp(mine, served) == 0)
+		return CLI_OK;
+	if (rc == CLI_OK)
+		fprintf(stderr, "tally: the tallyd at %s serves %s, not %s: "
+		        "name the server holding %s with -h and -p\n",
+		        c->where, served, mine, dir);
+	else if (rc == CLI_ERR)
+		fprintf(stderr, "tally: the server at %s does not say which "
+		        "folder it serves: name the tallyd holding %s with "
+		        "-h and -p\n", c->where, dir);
+	return rc == CLI_OK ? CLI_ERR : rc;
+}
+
 static int backup_remote(const cli_ctx *ctx, const char *dir,
                          const char *out)
 {
@@ -78,6 +130,11 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 	rc = client_open(&c, ctx);
 	if (rc != CLI_OK)
 		return rc;
+	rc = same_server(&c, dir);
+	if (rc != CLI_OK) {
+		client_close(&c);
+		return rc;
+	}
 	client_timeout(&c, CLIENT_SLOW_TIMEOUT_MS);
 	rc = client_call(&c, 2, argv, &r);
 	if (rc == CLI_OK && r->type != REDIS_REPLY_STATUS &&

@@ -479,7 +479,8 @@ static void import_report(const cli_ctx *ctx, const char *dir,
 	if (sum->differ > 0)
 		printf("%" PRIu64 " counts differ from the file's running "
 		       "totals: the folder held events of those objects "
-		       "before\n", sum->differ);
+		       "before, or the export skipped some of their events "
+		       "(it reports how many)\n", sum->differ);
 }
 
 static double now_secs(void)

@@ -120,7 +120,7 @@ static const cli_cmd commands[] = {
 	  "--window N writes in flight at once (default 16384, 1..65536).\n"
 	  "Reports records imported, no-ops (records that change no count) and\n"
 	  "counts that differ from the file's totals (the folder held events of\n"
-	  "those objects before).\n" },
+	  "those objects before, or the export skipped some of their events).\n" },
 	{ "backup", cmd_backup, 1, 1, { "data=" }, "--data DIR OUT",
 	  "offline: consistent copy of a data folder",
 	  "Writes a consistent copy of DIR into the new folder OUT (which must\n"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/keys.h"
 #include "core/parse.h"
 #include "server/server.h"
 
@@ -124,6 +125,32 @@ static int key_ok(cmd_ctx *c, size_t len)
 static void reply_subcommand(cmd_ctx *c, const char *cmd, const char *sub,
                              size_t len, const char *const *known)
 {
+	const char *upper = cmd[0] == 'c' && cmd[1] == 'l' ? "CLIENT" :
+	                    cmd[2] == 'm' ? "COMMAND" : "CONFIG";
+
+	/* X HELP, which the error below points to: the subcommands there are,
+	 * one line each, as Redis lists them. */
+	if (arg_is(sub, len, "help")) {
+		size_t n = 0;
+		char line[64];
+
+		while (known[n] != NULL)
+			n++;
+		reply_array(c->out, n + 2);
+		snprintf(line, sizeof line, "%s <subcommand> [<arg> ...]. "
+		         "Subcommands are:", upper);
+		reply_cstr(c->out, line);
+		for (size_t i = 0; i < n; i++) {
+			size_t k = 0;
+
+			for (; known[i][k] != '\0' && k + 1 < sizeof line; k++)
+				line[k] = (char)toupper((unsigned char)known[i][k]);
+			line[k] = '\0';
+			reply_cstr(c->out, line);
+		}
+		reply_cstr(c->out, "HELP");
+		return;
+	}
 	for (size_t i = 0; known[i] != NULL; i++) {
 		if (!arg_is(sub, len, known[i]))
 			continue;
@@ -132,8 +159,7 @@ static void reply_subcommand(cmd_ctx *c, const char *cmd, const char *sub,
 		return;
 	}
 	reply_errorf(c->out, "ERR unknown subcommand '%.128s'. Try %s HELP.",
-	             sub, cmd[0] == 'c' && cmd[1] == 'l' ? "CLIENT" :
-	             cmd[2] == 'm' ? "COMMAND" : "CONFIG");
+	             sub, upper);
 }
 
 /* ---- connection commands --------------------------------------------------- */
@@ -194,12 +220,26 @@ static void cmd_auth(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		reply_status(c->out, "OK");
 }
 
-static int name_ok(const char *s, size_t len)
+/* A client name or library field: Redis's characters (no spaces, no
+ * control bytes), and under cap bytes, the room kept for it. Replies the
+ * reason and returns 0 when it is not. */
+static int name_ok(cmd_ctx *c, const char *what, const char *s, size_t len,
+                   size_t cap)
 {
+	int client = !strcmp(what, "Client names");
+
 	for (size_t i = 0; i < len; i++)
-		if (s[i] < '!' || s[i] > '~')
+		if (s[i] < '!' || s[i] > '~') {
+			reply_errorf(c->out, "ERR %s cannot contain spaces, "
+			             "newlines or special characters.", what);
 			return 0;
-	return len < sizeof(((client_info *)0)->name);
+		}
+	if (len >= cap) {
+		reply_errorf(c->out, "ERR %s is longer than %zu bytes",
+		             client ? "a client name" : what, cap - 1);
+		return 0;
+	}
+	return 1;
 }
 
 static void hello_reply(cmd_ctx *c)
@@ -243,12 +283,9 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 				return;
 			i += 2;
 		} else if (arg_is(argv[i], lens[i], "setname") && i + 1 < argc) {
-			if (!name_ok(argv[i + 1], lens[i + 1])) {
-				reply_error(c->out, "ERR Client names cannot "
-				            "contain spaces, newlines or special "
-				            "characters.");
+			if (!name_ok(c, "Client names", argv[i + 1], lens[i + 1],
+			             sizeof c->cl->name))
 				return;
-			}
 			memcpy(c->cl->name, argv[i + 1], lens[i + 1] + 1);
 			i++;
 		} else {
@@ -300,11 +337,8 @@ static void client_setinfo(cmd_ctx *c, size_t argc, char **argv,
 	char *dst = lib ? c->cl->lib_name : c->cl->lib_ver;
 	size_t cap = lib ? sizeof c->cl->lib_name : sizeof c->cl->lib_ver;
 
-	if (!name_ok(argv[3], lens[3]) || lens[3] >= cap) {
-		reply_errorf(c->out, "ERR %s cannot contain spaces, newlines "
-		             "or special characters.", lib ? "lib-name" : "lib-ver");
+	if (!name_ok(c, lib ? "lib-name" : "lib-ver", argv[3], lens[3], cap))
 		return;
-	}
 	memcpy(dst, argv[3], lens[3] + 1);
 	reply_status(c->out, "OK");
 }
@@ -319,11 +353,9 @@ static void cmd_client(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		else
 			reply_nil(c->out);
 	} else if (arg_is(argv[1], lens[1], "setname") && argc == 3) {
-		if (!name_ok(argv[2], lens[2])) {
-			reply_error(c->out, "ERR Client names cannot contain "
-			            "spaces, newlines or special characters.");
+		if (!name_ok(c, "Client names", argv[2], lens[2],
+		             sizeof c->cl->name))
 			return;
-		}
 		memcpy(c->cl->name, argv[2], lens[2] + 1);
 		reply_status(c->out, "OK");
 	} else if (arg_is(argv[1], lens[1], "setinfo") && argc >= 3) {
@@ -346,7 +378,7 @@ static void cmd_info(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	char *text;
 
 	(void)lens;
-	text = info_text(c->s, argc > 1 ? argv[1] : "default", &len);
+	text = info_text(c->s, argc - 1, argv + 1, &len);
 	if (text == NULL) {
 		reply_error(c->out, "ERR out of memory");
 		return;
@@ -380,6 +412,11 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	const char *vals[] = { "", "yes", sync ? "always" : "everysec" };
 	size_t hit[3], n = 0;
 
+	if (arg_is(argv[1], lens[1], "set")) {
+		reply_error(c->out, "ERR CONFIG SET is not supported: tally "
+		            "is configured by flags (see tallyd --help)");
+		return;
+	}
 	if (argc < 3 || !arg_is(argv[1], lens[1], "get")) {
 		static const char *const known[] = { "get", NULL };
 
@@ -591,17 +628,71 @@ static int parse_id_arg(cmd_ctx *c, const char *what, const char *s,
 	return 0;
 }
 
-static void reply_event_error(cmd_ctx *c, int rc, const char *ktype)
+/* TALLY_EINVAL of a read or an event names a bad content type: 1 when
+ * that is what it was (replied), 0 when not. */
+static int reply_bad_ctype(cmd_ctx *c, const char *ctype)
 {
-	if (rc == TALLY_ENOTYPE)
-		reply_errorf(c->out, "ERR unknown counting type '%.64s'", ktype);
-	else if (rc == TALLY_EINVAL)
-		reply_error(c->out, "ERR invalid event: unique types need a "
-		            "member and DELTA 1; total types a DELTA > 0; AT "
-		            "is ms since the epoch, before 2100; names are "
-		            "[A-Za-z0-9_.:-]");
-	else
+	if (name_valid(ctype, strlen(ctype)))
+		return 0;
+	reply_errorf(c->out, "ERR content type must be 1..%d bytes of "
+	             "[A-Za-z0-9_.:-]", TALLY_NAME_MAX);
+	return 1;
+}
+
+/* AT: 1..TALLY_AT_MS_MAX; 1 when *at is set, 0 when refused (replied). */
+static int at_arg(cmd_ctx *c, const char *s, size_t len, int64_t *at)
+{
+	if (parse_i64_strict(s, len, at) == 0 && *at > 0 &&
+	    *at <= TALLY_AT_MS_MAX)
+		return 1;
+	reply_errorf(c->out, "ERR AT must be a time in ms since the epoch, "
+	             "1..%" PRId64 " (before 2100)", TALLY_AT_MS_MAX);
+	return 0;
+}
+
+/* The mode of counting type name, 0 when unknown (or out of memory):
+ * read on an error path only, to say which rule an event broke. */
+static int type_mode(tally *t, const char *name)
+{
+	tally_type_info *ty;
+	size_t n = 0;
+	int mode = 0;
+
+	if (tally_types(t, NULL, 0, &n) != TALLY_OK || n == 0 ||
+	    (ty = calloc(n, sizeof *ty)) == NULL)
+		return 0;
+	if (tally_types(t, ty, n, &n) == TALLY_OK)
+		for (size_t i = 0; i < n && mode == 0; i++)
+			if (!strcmp(ty[i].name, name))
+				mode = ty[i].mode;
+	free(ty);
+	return mode;
+}
+
+static void reply_event_error(cmd_ctx *c, int rc, const tally_event *ev)
+{
+	if (rc == TALLY_ENOTYPE) {
+		reply_errorf(c->out, "ERR unknown counting type '%.64s'",
+		             ev->ktype);
+	} else if (rc == TALLY_EINVAL) {
+		int mode = type_mode(c->s->t, ev->ktype);
+
+		if (reply_bad_ctype(c, ev->ctype))
+			return;
+		if (mode == TALLY_MODE_UNIQUE && ev->member == 0)
+			reply_errorf(c->out, "ERR '%.64s' is a unique type: it "
+			             "needs a member, not 0", ev->ktype);
+		else if (mode == TALLY_MODE_UNIQUE && ev->delta > 1)
+			reply_errorf(c->out, "ERR '%.64s' is a unique type: "
+			             "DELTA must be 1", ev->ktype);
+		else
+			reply_error(c->out, "ERR invalid event: unique types "
+			            "need a member and DELTA 1; total types a "
+			            "DELTA > 0; AT is ms since the epoch, before "
+			            "2100; names are [A-Za-z0-9_.:-]");
+	} else {
 		cmd_reply_tally_error(c->out, rc);
+	}
 }
 
 /* TALLY.ADD|REMOVE ctype ktype content member [DELTA n] [AT ms] [ID t] */
@@ -630,12 +721,8 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 				return;
 			}
 		} else if (arg_is(argv[i], lens[i], "at")) {
-			if (parse_i64_strict(argv[i + 1], lens[i + 1],
-			                     &ev->at_ms) != 0 || ev->at_ms <= 0) {
-				reply_error(c->out, "ERR AT must be a positive "
-				            "time in ms since the epoch");
+			if (!at_arg(c, argv[i + 1], lens[i + 1], &ev->at_ms))
 				return;
-			}
 		} else if (arg_is(argv[i], lens[i], "id")) {
 			w.id = argv[i + 1];
 			w.id_len = lens[i + 1];
@@ -646,7 +733,7 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 	}
 	rc = c->submit(c->conn, &w, 1, FMT_INT);
 	if (rc != TALLY_OK)
-		reply_event_error(c, rc, argv[2]);
+		reply_event_error(c, rc, ev);
 }
 
 static void cmd_tadd(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
@@ -659,8 +746,11 @@ static void cmd_tremove(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	event_cmd(c, argc, argv, lens, TALLY_W_REMOVE);
 }
 
-static void reply_read_error(cmd_ctx *c, int rc, const char *ktype)
+static void reply_read_error(cmd_ctx *c, int rc, const char *ctype,
+                             const char *ktype)
 {
+	if (rc == TALLY_EINVAL && ctype != NULL && reply_bad_ctype(c, ctype))
+		return;
 	if (rc == TALLY_ENOTYPE)
 		reply_errorf(c->out, "ERR unknown counting type '%.64s'", ktype);
 	else if (rc == TALLY_EMODE)
@@ -679,11 +769,8 @@ static void cmd_tcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	if (!parse_id_arg(c, "content", argv[3], lens[3], &content))
 		return;
 	if (argc == 6 && arg_is(argv[4], lens[4], "at")) {
-		if (parse_i64_strict(argv[5], lens[5], &at) || at <= 0) {
-			reply_error(c->out, "ERR AT must be a positive time in "
-			            "ms since the epoch");
+		if (!at_arg(c, argv[5], lens[5], &at))
 			return;
-		}
 	} else if (argc != 4) {
 		reply_syntax(c->out);
 		return;
@@ -693,7 +780,7 @@ static void cmd_tcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	if (rc == TALLY_OK)
 		reply_int(c->out, n);
 	else
-		reply_read_error(c, rc, argv[2]);
+		reply_read_error(c, rc, argv[1], argv[2]);
 }
 
 /* Objects per TALLY.MCOUNT, within the engine's TALLY_MULTI_MAX. */
@@ -717,7 +804,7 @@ static void cmd_tmcount(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 			return;
 	rc = tally_mcount(c->s->t, argv[1], argv[2], ids, n, counts);
 	if (rc != TALLY_OK) {
-		reply_read_error(c, rc, argv[2]);
+		reply_read_error(c, rc, argv[1], argv[2]);
 		return;
 	}
 	reply_array(c->out, n);
@@ -737,7 +824,8 @@ static void cmd_tcounts(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		return;
 	rc = tally_counts(c->s->t, argv[1], content, tc, TALLY_TYPES_MAX, &n);
 	if (rc != TALLY_OK) {
-		cmd_reply_tally_error(c->out, rc);
+		if (rc != TALLY_EINVAL || !reply_bad_ctype(c, argv[1]))
+			cmd_reply_tally_error(c->out, rc);
 		return;
 	}
 	reply_map(c->out, n);
@@ -788,7 +876,7 @@ static void cmd_trecent(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	rc = tally_recent(c->s->t, argv[1], argv[2], content, limit, before, e,
 	                  &n);
 	if (rc != TALLY_OK) {
-		reply_read_error(c, rc, argv[2]);
+		reply_read_error(c, rc, argv[1], argv[2]);
 		return;
 	}
 	reply_array(c->out, n);
@@ -816,10 +904,10 @@ static void cmd_thas(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		reply_int(c->out, at);
 	else if (rc == TALLY_ENOTFOUND)
 		reply_nil(c->out);
-	else if (rc == TALLY_EINVAL)
+	else if (rc == TALLY_EINVAL && member == 0)
 		reply_error(c->out, "ERR member must be non-zero");
 	else
-		reply_read_error(c, rc, argv[2]);
+		reply_read_error(c, rc, argv[1], argv[2]);
 }
 
 static void cmd_thistory(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
@@ -838,7 +926,7 @@ static void cmd_thistory(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	}
 	rc = tally_history(c->s->t, member, argv[2], limit, before, h, &n);
 	if (rc != TALLY_OK) {
-		reply_read_error(c, rc, argv[2]);
+		reply_read_error(c, rc, NULL, argv[2]);
 		return;
 	}
 	reply_array(c->out, n);
@@ -907,6 +995,11 @@ static void cmd_tshards(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	uint32_t now;
 	int rc;
 
+	if (argc > 3) {
+		reply_error(c->out, "ERR wrong number of arguments for "
+		            "'tally.shards' command");
+		return;
+	}
 	if (!key_ok(c, lens[1]))
 		return;
 	if (argc == 3 && (parse_i64_strict(argv[2], lens[2], &n) || n < 1 ||

@@ -3,6 +3,7 @@
  * per-worker counters (SRV_STATS), per-command calls and the engine's
  * tally_stats. */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,9 @@ static char *tx_done(text *t, size_t *len)
 		free(t->p);
 		return NULL;
 	}
+	/* Nothing written (an INFO section no one has): an empty text. */
+	if (t->p == NULL && (t->p = calloc(1, 1)) == NULL)
+		return NULL;
 	*len = t->len;
 	return t->p;
 }
@@ -171,32 +175,57 @@ char *metrics_text(void *arg, size_t *len)
 	return tx_done(&t, len);
 }
 
-static int section_on(const char *want, const char *name)
+/* Whether any of the n sections asked for (none: "default") holds name:
+ * every section here is a default one. */
+static int section_on(size_t n, char *const *want, const char *name)
 {
-	return !strcasecmp(want, "default") || !strcasecmp(want, "all") ||
-	       !strcasecmp(want, "everything") || !strcasecmp(want, name);
+	if (n == 0)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (!strcasecmp(want[i], "default") ||
+		    !strcasecmp(want[i], "all") ||
+		    !strcasecmp(want[i], "everything") ||
+		    !strcasecmp(want[i], name))
+			return 1;
+	return 0;
 }
 
-char *info_text(srv *s, const char *section, size_t *len)
+/* The folder served, resolved (`tally backup` checks that the server it
+ * reaches holds the folder it names), and the section's end. A path with a
+ * line break in it would break INFO's lines: it is left out. */
+static void data_dir_line(text *t, const srv *s)
+{
+	char real[PATH_MAX];
+
+	if (strcmp(s->cfg.store, "rocksdb") == 0 &&
+	    realpath(s->cfg.data_dir, real) != NULL &&
+	    strpbrk(real, "\r\n") == NULL)
+		tx(t, "data_dir:%s\r\n", real);
+	tx(t, "\r\n");
+}
+
+char *info_text(srv *s, size_t n, char *const *section, size_t *len)
 {
 	text t = { 0 };
 	tally_stats st;
 
 	tally_stats_get(s->t, &st);
-	if (section_on(section, "server"))
+	if (section_on(n, section, "server")) {
 		/* redis_version: clients that check it for features see a
 		 * Redis whose commands tally answers. */
 		tx(&t, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\n"
 		   "redis_mode:standalone\r\nprocess_id:%ld\r\n"
 		   "tcp_port:%d\r\nhttp_port:%d\r\nio_threads:%d\r\n"
-		   "durability:%s\r\nstore:%s\r\n\r\n", TALLY_VERSION_STRING,
+		   "durability:%s\r\nstore:%s\r\n", TALLY_VERSION_STRING,
 		   (long)getpid(), s->cfg.resp_port, s->cfg.http_port,
 		   s->workers_n, s->cfg.durability ? "async" : "sync",
 		   s->cfg.store);
-	if (section_on(section, "clients"))
+		data_dir_line(&t, s);
+	}
+	if (section_on(n, section, "clients"))
 		tx(&t, "# Clients\r\nconnected_clients:%u\r\nmaxclients:%u\r\n"
 		   "\r\n", net_clients(s), s->cfg.maxclients);
-	if (section_on(section, "persistence"))
+	if (section_on(n, section, "persistence"))
 		tx(&t, "# Persistence\r\nloading:0\r\nstore_status:%s\r\n"
 		   "store_failures:%" PRIu64 "\r\nstore_recoveries:%" PRIu64
 		   "\r\nstore_dirty:%" PRIu64 "\r\nstore_clean:%" PRIu64
@@ -207,7 +236,7 @@ char *info_text(srv *s, const char *section, size_t *len)
 		   "failed-io-error", st.store_failures, st.store_recoveries,
 		   st.store_dirty, st.store_clean, st.store_checkpoints,
 		   st.store_checkpoint_entries);
-	if (section_on(section, "stats"))
+	if (section_on(n, section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 		   "total_commands_processed:%" PRIu64 "\r\n"
 		   "rejected_connections:%" PRIu64 "\r\n"
@@ -220,7 +249,7 @@ char *info_text(srv *s, const char *section, size_t *len)
 		   SRV_STAT(s, connections_rejected), st.writes,
 		   st.write_errors, st.batches, st.syncs, st.store_entries,
 		   st.queue_depth, st.shard_growths);
-	if (section_on(section, "keyspace") &&
+	if (section_on(n, section, "keyspace") &&
 	    strcmp(s->cfg.store, "redis-cluster") != 0)
 		tx(&t, "# Keyspace\r\ndb0:keys=%" PRIu64 ",expires=0\r\n",
 		   st.counters);

@@ -692,13 +692,19 @@ static void resp_dispatch(conn *c, resp_cmd *cmd)
 	cmd_ctx ctx = { w->s, w->st, &c->cl, queued ? &w->scratch : &c->out,
 	                c, conn_submit, conn_offload };
 
+	size_t start;
+
 	w->scratch.len = 0;
 	w->scratch.overflow = 0;
 	w->scratch.proto = c->cl.proto;
+	start = ctx.out->len;
 	stat_add(&w->st->commands_total, 1);
 	cmd_dispatch(&ctx, cmd->argc, cmd->argv, cmd->lens);
 	c->out.proto = c->cl.proto;
-	if (ctx.out->len > 0 && ctx.out->data[0] == '-' && ctx.out == &w->scratch)
+	/* An error answered now (a write's own comes later, in its slot):
+	 * the reply starts where the output stood before the command. */
+	if (ctx.out->len > start && (ctx.out->data[start] == '-' ||
+	                             ctx.out->data[start] == '!'))
 		stat_add(&w->st->command_errors_total, 1);
 	if (queued && w->scratch.len > 0) {
 		slot *sl = slot_new(c, 0);

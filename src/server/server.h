@@ -181,7 +181,9 @@ uint32_t net_thread_clients(const srv *s, int i);
 
 /* metrics.c */
 char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */
-char *info_text(srv *s, const char *section, size_t *len);  /* INFO */
+/* INFO of the sections named (none: the default ones), malloc'd; an
+ * unknown section adds nothing, as in Redis. NULL when out of memory. */
+char *info_text(srv *s, size_t n, char *const *sections, size_t *len);
 
 /* backup.c: check TALLY.BACKUP's path arg (len bytes) and write the path
  * to create into out (cap > SRV_BACKUP_PATH_MAX): inside cfg->backup_dir

@@ -176,6 +176,27 @@ out=$(timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$DATA" \
 	"$TMP/none/x" 2>&1) && rc=0 || rc=$?
 assert_eq "tally backup into a missing folder: exit 1" "1" "$rc"
 assert_contains "... says why" "$out" "No such file or directory"
+# Any tallyd may listen where -p points: one serving another folder must
+# not write the backup asked of DATA.
+other_port=$(pick_port)
+"$TALLYD" --data "$TMP/other" --resp-port "$other_port" --http-port 0 \
+	--requirepass "$T_PASS" --log-level error >"$TMP/other.log" 2>&1 &
+other_pid=$!
+TALLYD_PIDS+=("$other_pid")
+for _ in $(seq 100); do
+	[ "$(redis-cli -p "$other_port" -a "$T_PASS" --no-auth-warning ping 2>/dev/null)" == PONG ] && break
+	sleep 0.1
+done
+out=$(timeout 60 "$CLI" -p "$other_port" -a "$T_PASS" backup --data "$DATA" \
+	"$TMP/bk.wrong" 2>&1) && rc=0 || rc=$?
+assert_eq "tally backup through a tallyd serving another folder: exit 1" "1" "$rc"
+assert_contains "... names the folder that server serves" "$out" \
+	"serves $(realpath "$TMP/other"), not $(realpath "$DATA")"
+assert_ok "... and wrote no backup" test ! -e "$TMP/bk.wrong"
+kill -TERM "$other_pid"
+wait "$other_pid" && rc=0 || rc=$?
+_forget_pid "$other_pid"
+assert_eq "the other tallyd exits 0" "0" "$rc"
 assert_eq "the server serves on" "$((before + 1))" "$(rcli INCRBY served 1)"
 assert_eq "no failed backup left a folder" "no" \
 	"$([ -e "$TMP/none" ] || [ -e "/proc/tally-backup-$$" ] && echo yes || echo no)"

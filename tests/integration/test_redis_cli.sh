@@ -55,6 +55,34 @@ version=$("$TALLYD" --version | awk '{print $2}')
 assert_contains "INFO has redis_version" "$info" "redis_version:"
 assert_contains "INFO has tally_version = tallyd --version" "$info" "tally_version:$version"
 assert_contains "INFO server section alone" "$(rcli info server)" "process_id:$T_PID"
+assert_eq "INFO of a section that does not exist is empty (as in Redis)" "" \
+	"$(rcli info nosuchsection)"
+two=$(rcli info server clients | tr -d '\r')
+assert_contains "INFO of two sections has the first" "$two" "# Server"
+assert_contains "INFO of two sections has the second" "$two" "# Clients"
+assert_not_contains "INFO of two sections has no third" "$two" "# Stats"
+if on_cluster; then
+	assert_not_contains "INFO names no data folder on the cluster store" \
+		"$two" "data_dir:"
+else
+	assert_contains "INFO names the folder served, resolved" "$two" \
+		"data_dir:$(realpath "$TMP/data")"
+fi
+help=$(rcli client help | paste -sd' ')
+assert_match "CLIENT HELP lists its subcommands" \
+	'^CLIENT <subcommand> .* ID GETNAME SETNAME SETINFO HELP$' "$help"
+assert_match "CONFIG HELP lists GET" '^CONFIG <subcommand> .* GET HELP$' \
+	"$(rcli config help | paste -sd' ')"
+assert_match "COMMAND HELP lists COUNT and DOCS" \
+	'^COMMAND <subcommand> .* COUNT DOCS HELP$' "$(rcli command help | paste -sd' ')"
+assert_eq "CONFIG SET says why it is refused" \
+	"(error) ERR CONFIG SET is not supported: tally is configured by flags (see tallyd --help)" \
+	"$(rcn config set save '')"
+assert_eq "CLIENT SETNAME too long names the limit" \
+	"(error) ERR a client name is longer than 127 bytes" \
+	"$(rcn client setname "$(printf 'x%.0s' $(seq 128))")"
+assert_eq "CLIENT SETNAME of 127 bytes" "OK" \
+	"$(rcli client setname "$(printf 'x%.0s' $(seq 127))")"
 assert_eq "QUIT answers OK and closes (no reply to later commands)" \
 	'+PONG\r\n+OK\r\n<EOF>' \
 	"$(raw_resp "$T_RESP" 'PING\r\nQUIT\r\nPING\r\n')"
@@ -266,9 +294,11 @@ else
 	assert_eq "COUNT AT after t3" "(integer) 1" "$(rcn tally.count post like 1 AT 1800000000000)"
 fi
 assert_eq "COUNT now" "(integer) 1" "$(rcn tally.count post like 1)"
-assert_eq "AT 0 is an error" "(error) ERR AT must be a positive time in ms since the epoch" \
+assert_eq "AT 0 is an error" \
+	"(error) ERR AT must be a time in ms since the epoch, 1..4102444800000 (before 2100)" \
 	"$(rcn tally.count post like 1 AT 0)"
-assert_match "AT beyond 2100 is refused" '^\(error\) ERR ' \
+assert_eq "AT beyond 2100 is refused" \
+	"(error) ERR AT must be a time in ms since the epoch, 1..4102444800000 (before 2100)" \
 	"$(rcn tally.add post like 1 103 AT 99999999999999)"
 
 section "ID: idempotency tokens"
@@ -357,6 +387,47 @@ done
 assert_eq "a new total type counts" "(integer) 3" "$(rcn tally.add article clap 1 0 DELTA 3)"
 assert_eq "a new unique type counts" "(integer) 1" "$(rcn tally.add article bookmark 1 5)"
 assert_eq "SHARDS of a counter" "(integer) 1" "$(rcn tally.shards somecounter)"
+assert_eq "SHARDS with too many arguments" \
+	"(error) ERR wrong number of arguments for 'tally.shards' command" \
+	"$(rcn tally.shards somecounter 2 3)"
+
+section "TALLY.* errors say which rule an argument broke"
+errs0=$(metric tally_command_errors_total)
+assert_eq "a bad content type name, COUNT" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.count 'bad name' like 42)"
+assert_eq "a bad content type name, MCOUNT" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.mcount 'bad name' like 1 2)"
+assert_eq "a bad content type name, COUNTS" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.counts 'bad name' 1)"
+assert_eq "a bad content type name, ADD" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.add 'bad name' like 1 5)"
+assert_eq "AT after 2100, COUNT" \
+	"(error) ERR AT must be a time in ms since the epoch, 1..4102444800000 (before 2100)" \
+	"$(rcn tally.count article like 42 AT 4102444800001)"
+assert_eq "AT after 2100, ADD" \
+	"(error) ERR AT must be a time in ms since the epoch, 1..4102444800000 (before 2100)" \
+	"$(rcn tally.add article view 42 0 AT 9999999999999)"
+assert_eq "member 0 on a unique type" \
+	"(error) ERR 'like' is a unique type: it needs a member, not 0" \
+	"$(rcn tally.add article like 42 0)"
+assert_eq "DELTA 2 on a unique type" \
+	"(error) ERR 'like' is a unique type: DELTA must be 1" \
+	"$(rcn tally.add article like 42 9 DELTA 2)"
+assert_eq "HAS of member 0" "(error) ERR member must be non-zero" \
+	"$(rcn tally.has article like 42 0)"
+assert_eq "the refused events changed nothing" "(integer) 1" \
+	"$(rcn tally.count article like 42)"
+# 9 errors above, then one of a write queued behind another write (its
+# reply waits in order), one unknown command and one arity error.
+raw=$(raw_resp "$T_RESP" 'TALLY.ADD article view 42 0\r\nTALLY.ADD article like 42 0\r\nNOSUCHCMD\r\nINCR\r\nQUIT\r\n')
+assert_match "a queued write's error comes in order" \
+	'^:[0-9]+\\r\\n-ERR .like. is a unique type.*-ERR unknown command.*-ERR wrong number.*\+OK' "$raw"
+assert_eq "/metrics counts every error reply, answered at once or queued" \
+	"$((${errs0:-0} + 12))" "$(metric tally_command_errors_total)"
 
 section "RESP3"
 hello=$(timeout 10 redis-cli -3 --no-raw -p "$T_RESP" hello 3 2>&1 || true)
