@@ -200,6 +200,12 @@ typedef struct tally_options {
 	 *  counter (tally_shards() may give more). 0: twice the number of
 	 *  masters owning slots when the counter grows. Range 1..256. */
 	uint32_t hot_shards_max;
+	/** Most idempotency tokens kept in memory. Past it the oldest leave
+	 *  memory early, and a retry of one still within its window is
+	 *  answered from the store's copy (one read of the store for each
+	 *  token not found in memory, until the last such token expires).
+	 *  About 100 bytes each. 0: 16777216. Range 16..16777216. */
+	uint32_t tokens_max;
 } tally_options;
 
 /** tally_options.hot_shard_ops: no automatic shard growth. */
@@ -647,7 +653,8 @@ TALLY_API int tally_events_scan(tally *t, tally_event_fn fn, void *arg);
 typedef struct tally_stats {
 	uint64_t writes;          /**< writes acknowledged */
 	uint64_t write_errors;    /**< writes completed with an error */
-	uint64_t token_hits;      /**< retried tokens answered from memory */
+	uint64_t token_hits;      /**< retried tokens answered (from memory,
+	                               or the store's copy past tokens_max) */
 	uint64_t batches;         /**< store batches committed */
 	uint64_t batch_ops_max;   /**< largest batch seen, in writes */
 	uint64_t store_entries;   /**< RocksDB entries written by the

@@ -268,6 +268,28 @@ static void tokens_purge(tally *t)
 	free(p);
 }
 
+/* A token memory let go of within its window (past tokens_max, or out
+ * of memory) is answered from the store's copy: 1 when op is answered so
+ * (or failed by the read), 0 when the token is new. */
+static int token_stored(tally *t, store_op *op, int64_t now_ms)
+{
+	int64_t result, expiry_ms;
+	int rc;
+
+	if (t->st->vt->token_get == NULL || !tokens_forgotten(&t->tok, now_ms))
+		return 0;
+	rc = t->st->vt->token_get(t->st, op->token, op->token_len, &result,
+	                          &expiry_ms);
+	if (rc == TALLY_ENOTFOUND || (rc == TALLY_OK && expiry_ms <= now_ms))
+		return 0;
+	op->skip = 1;
+	op->err = rc;
+	op->result = rc == TALLY_OK ? result : 0;
+	if (rc == TALLY_OK)
+		atomic_fetch_add(&t->st_token_hits, 1);
+	return 1;
+}
+
 /* Answer tokens that were seen before; mark new ones for persistence. */
 static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
 {
@@ -288,6 +310,8 @@ static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
 			atomic_fetch_add(&t->st_token_hits, 1);
 			continue;
 		}
+		if (token_stored(t, op, now_ms))
+			continue;
 		first = hmap_put(t->batch_tokens, op->token, op->token_len,
 		                 &inserted);
 		if (first != NULL && !inserted) {
@@ -551,6 +575,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 	o->block_cache_mb = DEF(in->block_cache_mb, 64);
 	o->hot_shard_ops = DEF(in->hot_shard_ops, 100000);
 	o->checkpoint_kib = DEF(in->checkpoint_kib, 65536);
+	o->tokens_max = DEF(in->tokens_max, TOKENS_MAX);
 	if (o->durability != TALLY_DURABILITY_SYNC &&
 	    o->durability != TALLY_DURABILITY_ASYNC)
 		return TALLY_EINVAL;
@@ -560,7 +585,8 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->token_retention_ms > 604800000u ||
 	    o->cache_entries_max < 1024 || o->cache_entries_max > (1u << 30) ||
 	    o->block_cache_mb > (1u << 20) || o->checkpoint_kib < 4 ||
-	    o->checkpoint_kib > (1u << 22) ||
+	    o->checkpoint_kib > (1u << 22) || o->tokens_max < 16 ||
+	    o->tokens_max > TOKENS_MAX ||
 	    (o->flags & ~(uint32_t)TALLY_OPEN_NO_CREATE))
 		return TALLY_EINVAL;
 	if ((o->store != TALLY_STORE_ROCKSDB &&
@@ -599,7 +625,8 @@ static int tables_init(tally *t)
 	if (!t->ring || !t->batch || !t->batch_src || !t->batch_tokens)
 		return TALLY_ENOMEM;
 	if (schema_init(&t->sch) != TALLY_OK ||
-	    tokens_init(&t->tok, t->opt.token_retention_ms) != TALLY_OK ||
+	    tokens_init(&t->tok, t->opt.token_retention_ms,
+	                t->opt.tokens_max) != TALLY_OK ||
 	    stripes_init(t) != TALLY_OK)
 		return TALLY_ENOMEM;
 	return TALLY_OK;
@@ -628,7 +655,8 @@ static int state_reload(tally *t)
 	int rc = schema_init(&sch);
 
 	if (rc == TALLY_OK)
-		rc = tokens_init(&tok, t->opt.token_retention_ms);
+		rc = tokens_init(&tok, t->opt.token_retention_ms,
+		                 t->opt.tokens_max);
 	else
 		memset(&tok, 0, sizeof tok);
 	if (rc == TALLY_OK)

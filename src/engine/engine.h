@@ -21,7 +21,8 @@
 /* A counter takes striped adds only while |value| <= this, so that
  * STRIPES full cells cannot carry it past the int64 limits. */
 #define STRIPE_VALUE_ABS_MAX (INT64_C(1) << 62)
-/* Most tokens remembered; past it the oldest are forgotten early. */
+/* Most tokens kept in memory (tally_options.tokens_max): past it the
+ * oldest leave memory early, and the store answers for them. */
 #define TOKENS_MAX (16u << 20)
 /* Most expired tokens forgotten per batch, to bound a batch's extra work. */
 #define TOKENS_PURGE_MAX 1024u
@@ -64,6 +65,10 @@ typedef struct tokens {
 	uint8_t **fifo;              /* oldest first: len byte + token */
 	size_t fifo_head, fifo_len, fifo_cap;
 	uint32_t retention_ms;
+	uint32_t max;                /* most kept (tally_options.tokens_max) */
+	/* The latest expiry of a token let go before it (memory bound, or
+	 * out of memory): until then, one not found here may be stored. */
+	int64_t forgot_until_ms;
 } tokens;
 
 typedef struct tok_val {
@@ -192,7 +197,7 @@ int schema_types(tally *t, tally_type_info *out, size_t cap, size_t *n);
 int schema_name_check(const char *name);
 
 /* tokens.c */
-int tokens_init(tokens *k, uint32_t retention_ms);
+int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max);
 void tokens_free(tokens *k);
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms);
@@ -202,6 +207,9 @@ const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,
                            int64_t now_ms);
 void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
                      int64_t result, int64_t expiry_ms);
+/* 1 while a token let go of memory within its window may be retried: a
+ * token tokens_find() misses must then be looked for in the store. */
+int tokens_forgotten(const tokens *k, int64_t now_ms);
 /* Pop up to max expired tokens; each is handed to fn (which must copy it)
  * before it is freed. */
 size_t tokens_expire(tokens *k, int64_t now_ms, size_t max,

@@ -8,10 +8,12 @@
 
 #include "engine/engine.h"
 
-int tokens_init(tokens *k, uint32_t retention_ms)
+int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max)
 {
+	assert(max >= 1);
 	memset(k, 0, sizeof *k);
 	k->retention_ms = retention_ms;
+	k->max = max;
 	k->map = hmap_create(sizeof(tok_val));
 	return k->map ? TALLY_OK : TALLY_ENOMEM;
 }
@@ -52,29 +54,49 @@ static int fifo_push(tokens *k, const uint8_t *tok, size_t len)
 	return TALLY_OK;
 }
 
+/* A token still in its window leaves memory: until its expiry, a token
+ * not found here must be looked for in the store. */
+static void forget(tokens *k, int64_t expiry_ms)
+{
+	if (expiry_ms > k->forgot_until_ms)
+		k->forgot_until_ms = expiry_ms;
+}
+
 void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
                      int64_t result, int64_t expiry_ms)
 {
 	int inserted;
 	tok_val *v;
 
-	/* Past TOKENS_MAX the oldest go early, to bound memory. */
-	if (hmap_count(k->map) >= TOKENS_MAX && k->fifo_len > 0) {
+	/* Past k->max the oldest go early, to bound memory; the store keeps
+	 * them (tokens_forgotten()). */
+	if (hmap_count(k->map) >= k->max && k->fifo_len > 0) {
 		uint8_t *old = k->fifo[k->fifo_head];
+		const tok_val *ov = hmap_get(k->map, old + 1, old[0]);
 
+		if (ov != NULL)
+			forget(k, ov->expiry_ms);
 		hmap_del(k->map, old + 1, old[0]);
 		free(old);
 		k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
 		k->fifo_len--;
 	}
 	v = hmap_put(k->map, tok, len, &inserted);
-	if (v == NULL)
-		return; /* out of memory: the persisted copy still answers
-		           after a reopen */
+	if (v == NULL) {
+		forget(k, expiry_ms); /* out of memory: the store answers */
+		return;
+	}
 	v->result = result;
 	v->expiry_ms = expiry_ms;
-	if (inserted && fifo_push(k, tok, len) != TALLY_OK)
+	if (inserted && fifo_push(k, tok, len) != TALLY_OK) {
 		hmap_del(k->map, tok, len);
+		forget(k, expiry_ms);
+	}
+}
+
+int tokens_forgotten(const tokens *k, int64_t now_ms)
+{
+	return k->forgot_until_ms > now_ms;
 }
 
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,

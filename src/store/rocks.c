@@ -612,6 +612,7 @@ static const store_vt rocks_vt = {
 	.history = rocks_history,
 	.scan_log = rocks_scan_log,
 	.load = rocks_load,
+	.token_get = rocks_token_get,
 	.backup = rocks_backup,
 	.compact = rocks_compact,
 	.disk_usage = rocks_disk_usage,

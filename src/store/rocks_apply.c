@@ -494,8 +494,11 @@ int rocks_apply(store *s, store_batch *b)
 		rc = overlays_flush(r);
 	if (rc == TALLY_OK) {
 		rc = rocks_journal_write(r, b->sync);
-		if (rc != TALLY_OK)
-			r->failed = rc; /* as batch_write(): outcome unknown */
+		/* A failed write's outcome is unknown (as batch_write()). Out
+		 * of memory comes before anything is written: this batch
+		 * fails alone, and the store serves on. */
+		if (rc != TALLY_OK && rc != TALLY_ENOMEM)
+			r->failed = rc;
 	}
 	if (rc == TALLY_OK) {
 		size_t entries = (size_t)rocksdb_writebatch_count(r->wb);

@@ -380,6 +380,8 @@ int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
 
 /* rocks_read.c */
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
+int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
+                    int64_t *expiry_ms);
 int rocks_total(store *s, const key_obj *o, int mode, int64_t *out);
 int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
 int rocks_mtotal(store *s, const key_obj *objs, const uint8_t *modes,

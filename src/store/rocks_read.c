@@ -28,6 +28,34 @@ int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
 	return rc;
 }
 
+int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
+                    int64_t *expiry_ms)
+{
+	rocks *r = (rocks *)s;
+	uint8_t key[1 + TALLY_ID_MAX];
+	char *err = NULL, *val;
+	size_t vlen = 0, u1, u2;
+	int rc = TALLY_OK;
+
+	assert(len > 0 && len <= TALLY_ID_MAX);
+	rocks_counters_off();
+	key[0] = META_TOKEN;
+	memcpy(key + 1, tok, len);
+	val = rocksdb_get_cf(r->db, r->ro, r->cf[CF_META], (const char *)key,
+	                     len + 1, &vlen, &err);
+	if (err)
+		return rocks_err(err);
+	if (val == NULL)
+		return TALLY_ENOTFOUND;
+	/* As put_token() writes it (rocks_apply.c) and load reads it. */
+	if (varint_get_i64((const uint8_t *)val, vlen, result, &u1) ||
+	    varint_get_i64((const uint8_t *)val + u1, vlen - u1, expiry_ms,
+	                   &u2) || u1 + u2 != vlen)
+		rc = TALLY_ECORRUPT;
+	rocksdb_free(val);
+	return rc;
+}
+
 /* A counter or total: the dirty tables first, then its column family. The
  * read lock is held across both, so a checkpoint cannot move the value
  * from one to the other in between. */

@@ -124,6 +124,13 @@ typedef struct store_vt {
 	                                    uint64_t seq, const val_log *v),
 	                void *arg);
 	int (*load)(store *s, const store_loader *l);
+	/* The stored copy of one idempotency token: TALLY_OK with its
+	 * result and expiry, TALLY_ENOTFOUND, or a read error. The engine
+	 * asks only for tokens its memory may have let go within their
+	 * window. NULL: the store answers retried tokens by itself in apply
+	 * (redis-cluster's scripts check each token key). */
+	int (*token_get)(store *s, const uint8_t *tok, size_t len,
+	                 int64_t *result, int64_t *expiry_ms);
 	int (*backup)(store *s, const char *dir);
 	int (*compact)(store *s);
 	int (*disk_usage)(store *s, tally_disk_part *out, size_t cap,

@@ -776,6 +776,50 @@ static void test_idempotency_token_survives_reopen(void **state)
 	CHECK_I64(count_of(f->t, "article", "view", 7), 6);
 }
 
+/* Past tokens_max the oldest tokens leave memory while still in their
+ * window: a retry of one is answered from the store's copy, before and
+ * after a reopen (which loads at most tokens_max of them). */
+static void test_tokens_past_memory_answered_from_store(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	char id[32];
+	int64_t r;
+
+	o.tokens_max = 16;
+	fx_reopen_with(f, &o);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 64; i++) {
+			tally_write w = write_incrby("k", 1, 1);
+
+			snprintf(id, sizeof id, "tok-%d", i);
+			w.id = id;
+			w.id_len = strlen(id);
+			r = -1;
+			CHECK_OK(tally_write_sync(f->t, &w, &r));
+			/* the first round applies each; the second is retries */
+			CHECK_I64(r, i + 1);
+		}
+		CHECK_I64(get_of(f->t, "k"), 64);
+		if (round == 0)
+			fx_reopen(f);
+	}
+	tally_stats st;
+	CHECK_OK(tally_stats_get(f->t, &st));
+	CHECK_I64((int64_t)st.token_hits, 64);
+
+	/* Out of range: refused before anything is opened. */
+	char other[256];
+	tally *bad = NULL;
+
+	snprintf(other, sizeof other, "%s/other", f->dir);
+	o.tokens_max = 15;
+	CHECK_RC(tally_open(other, &o, &bad), TALLY_EINVAL);
+	o.tokens_max = (16u << 20) + 1;
+	CHECK_RC(tally_open(other, &o, &bad), TALLY_EINVAL);
+	assert_null(bad);
+}
+
 /* ------------------------------------------------------------------------
  * Queries
  * --------------------------------------------------------------------- */
@@ -3586,6 +3630,7 @@ int main(void)
 	    T(test_idempotent_add_retry_returns_first_result),
 	    T(test_idempotent_incrby_retry_returns_first_result),
 	    T(test_idempotency_token_survives_reopen),
+	    T(test_tokens_past_memory_answered_from_store),
 	    T(test_count_at_time),
 	    T(test_recent_newest_first_paged),
 	    T(test_recent_lists_removes_of_unique_type),
