@@ -358,7 +358,15 @@ static int batch_write(rocks *r, int sync)
 {
 	uint64_t t0 = rocks_now_ns();
 	char *err = NULL;
+	int rc;
 
+	/* Async journal file records before this batch reach the disk first
+	 * (as rocks_jfile_append() orders the other way): after a machine
+	 * crash, what survives is a prefix of what was written. */
+	if (!sync && (rc = rocks_jfile_sync(r)) != TALLY_OK) {
+		r->failed = rc;
+		return rc;
+	}
 	rocksdb_write(r->db, sync ? r->wo_sync : r->wo_nosync, r->wb, &err);
 	if (err) {
 		/* The write may or may not have reached the WAL; nothing can
@@ -368,6 +376,7 @@ static int batch_write(rocks *r, int sync)
 	}
 	if (sync)
 		rocks_sync_count(r, rocks_now_ns() - t0);
+	r->wal_unsynced = !sync;
 	return TALLY_OK;
 }
 
@@ -540,6 +549,7 @@ int rocks_sync(store *s)
 	r->failed = err ? rocks_write_err(err) : rocks_jfile_sync(r);
 	if (r->failed)
 		return r->failed;
+	r->wal_unsynced = 0;
 	rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;
 }

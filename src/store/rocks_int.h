@@ -205,6 +205,10 @@ typedef struct rocks {
 	uint64_t ck_meta_flush_ns; /* when a checkpoint last flushed META */
 	sorted ck_ents;      /* checkpoint thread only */
 
+	/* Async mode: batches written to RocksDB's WAL without its fsync
+	 * (committer only). A journal file record must not reach the disk
+	 * before them (rocks_jfile_append syncs them first). */
+	int wal_unsynced;
 	int failed;          /* a write or sync failed: its TALLY_EIO or
 	                        TALLY_ENOSPC; writes are refused until the
 	                        engine closes this handle and opens anew */
@@ -253,7 +257,10 @@ int rocks_jfile_read(rocks *r, const rocks_jrec *rec, uint8_t **buf,
 /* The found records are replayed: free their list. */
 void rocks_jfile_loaded(rocks *r);
 /* Append the record in r->jbuf (header filled in here) numbered num;
- * fdatasync it when sync. TALLY_OK, ROCKS_JF_FULL, or an error. */
+ * fdatasync it when sync. Async records before it elsewhere (RocksDB's
+ * WAL, the other file) are synced first: after a machine crash the
+ * records that survive are a prefix of those written. TALLY_OK,
+ * ROCKS_JF_FULL, or an error. */
 int rocks_jfile_append(rocks *r, uint64_t num, int sync);
 /* fdatasync what async appends left unsynced. */
 int rocks_jfile_sync(rocks *r);

@@ -266,6 +266,34 @@ static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
 	return TALLY_OK;
 }
 
+/* Async mode (jf->mu held): what was written before this record in RocksDB's
+ * WAL or the other file, and is not yet synced, is synced now. Records
+ * hold absolute values: were this one to survive a machine crash without
+ * an earlier one, the values of the keys both touch would include the
+ * lost batch, and its others and its token would be gone, so a retry
+ * would count it twice. Costs an fsync only when async writes switch
+ * from one file to another. */
+static int order_before(rocks *r, int a)
+{
+	rocks_jfile *jf = &r->jf;
+	char *err = NULL;
+
+	if (r->wal_unsynced) {
+		rocksdb_flush_wal(r->db, 1, &err);
+		if (err)
+			return rocks_write_err(err);
+		r->wal_unsynced = 0;
+	}
+	for (int i = 0; i < ROCKS_JF_FILES; i++) {
+		if (i == a || !jf->unsynced[i])
+			continue;
+		if (fdatasync(jf->fd[i]) != 0)
+			return rocks_errno_code(errno);
+		jf->unsynced[i] = 0;
+	}
+	return TALLY_OK;
+}
+
 int rocks_jfile_append(rocks *r, uint64_t num, int sync)
 {
 	rocks_jfile *jf = &r->jf;
@@ -279,6 +307,11 @@ int rocks_jfile_append(rocks *r, uint64_t num, int sync)
 	if (jf->paused || jf->end[a] + len > jf->cap) {
 		pthread_mutex_unlock(&jf->mu);
 		return ROCKS_JF_FULL;
+	}
+	rc = order_before(r, a);
+	if (rc != TALLY_OK) {
+		pthread_mutex_unlock(&jf->mu);
+		return rc;
 	}
 	be32_put(rec + 8, JF_MAGIC);
 	be32_put(rec + 12, (uint32_t)r->jlen);

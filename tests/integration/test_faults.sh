@@ -180,6 +180,41 @@ assert_eq "its retry with the same ID is answered with a count" "1" "$(rcli tall
 assert_eq "a second retry changes nothing" "1" "$(rcli tally.add article like 7 77 ID once-tok)"
 assert_eq "the like is counted exactly once" "1" "$(rcli tally.count article like 7)"
 
+section "2b. async mode: a record reaches its file only after those before it"
+# Records hold absolute values: a machine crash that kept a later record
+# and lost an earlier one in the other file would keep half of a batch.
+# So in async mode a record in a journal file waits for the WAL's earlier
+# ones to be synced, and the other way round: a fault on that sync fails
+# the write that needed it. (--flush-ms 60000: no periodic sync meanwhile.)
+stop_and_check
+start_with_shim --durability async --flush-ms 60000
+assert_eq "async: a like with an ID (its record in RocksDB's WAL)" "1" \
+	"$(rcli tally.add article like 8 88 ID async-tok)"
+fault "eio-fsync-once .log"
+out=$(rcli incr f:async)
+assert_contains "a journal file record after it syncs the WAL first: its failure fails the write" \
+	"$out" "ERR store write failed"
+assert_eq "the fault was consumed by that write" "off" "$(cat "$CTL")"
+wait_status ok 60
+assert_eq "async: a counter alone (its record in a journal file)" "1" \
+	"$(rcli incr f:async2)"
+fault "eio-fsync-once .journal"
+out=$(rcli tally.add article like 8 89 ID async-tok2)
+assert_contains "a WAL record after it syncs the journal file first: its failure fails the write" \
+	"$out" "ERR store write failed"
+assert_eq "the fault was consumed by that write" "off" "$(cat "$CTL")"
+wait_status ok 60
+assert_eq "with nothing left unsynced, a record needs no sync of the other file" \
+	"1" "$(rcli tally.add article like 10 90 ID async-tok3)"
+fault "eio-fsync .journal"
+assert_eq "... so a failing journal file does not fail it" "1" \
+	"$(rcli tally.add article like 11 91 ID async-tok4)"
+fault off
+assert_eq "the retried ID is answered from its first result" "1" \
+	"$(rcli tally.add article like 8 88 ID async-tok)"
+stop_and_check
+start_with_shim
+
 section "3. SIGTERM while failed; recovery by restart"
 # (RocksDB writes at open: tallyd cannot start while the disk refuses
 # writes, so the restart is once the fault cleared.)
