@@ -180,6 +180,46 @@ void rocks_jfile_init(rocks *r)
 		r->jf.fd[i] = -1;
 }
 
+/* Bytes copied at a time by jf_rewrite(). */
+#define REWRITE_CHUNK (1u << 20)
+
+/* Write file i's records found for replay (its tail, from the first one)
+ * over themselves, and fdatasync. An fdatasync alone would not do: after
+ * a failed writeback (a failed fsync, in this process or the one before)
+ * the kernel marks those pages clean, so an fdatasync now writes nothing
+ * and succeeds, while the disk holds older bytes; once the pages left the
+ * cache a later scan would stop there, short of the records written and
+ * acknowledged after it. Rewritten, they are dirty again. At most the
+ * journal written since the last checkpoint, and only after a crash or a
+ * failure: a clean close leaves no record to replay. */
+static int jf_rewrite(rocks_jfile *jf, int i)
+{
+	uint64_t from = jf->end[i], off;
+	uint8_t *buf;
+	int rc = TALLY_OK;
+
+	for (size_t k = 0; k < jf->nrecs; k++)
+		if (jf->recs[k].file == i &&
+		    jf->recs[k].off - ROCKS_JF_HDR < from)
+			from = jf->recs[k].off - ROCKS_JF_HDR;
+	if (from == jf->end[i])
+		return TALLY_OK;
+	buf = malloc(REWRITE_CHUNK);
+	if (buf == NULL)
+		return TALLY_ENOMEM;
+	for (off = from; off < jf->end[i] && rc == TALLY_OK;) {
+		size_t n = jf->end[i] - off < REWRITE_CHUNK
+		           ? (size_t)(jf->end[i] - off) : REWRITE_CHUNK;
+
+		rc = pread_all(jf->fd[i], buf, n, off);
+		if (rc == TALLY_OK)
+			rc = rocks_pwrite_all(jf->fd[i], buf, n, off);
+		off += n;
+	}
+	free(buf);
+	return rc;
+}
+
 int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 {
 	rocks_jfile *jf = &r->jf;
@@ -206,9 +246,11 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		}
 		jf->size[i] = (uint64_t)st.st_size;
 		rc = jf_scan(jf, i, ckpt, &last[i]);
-		/* A record written but not synced before a kill is replayed
-		 * now, and later records may build on what it holds: make
-		 * it durable before they are. */
+		/* A record written but not synced before a kill (or whose
+		 * sync failed) is replayed now, and later records may build
+		 * on what it holds: make it durable before they are. */
+		if (rc == TALLY_OK)
+			rc = jf_rewrite(jf, i);
 		if (rc == TALLY_OK && jf->end[i] > 0 &&
 		    fdatasync(jf->fd[i]) != 0)
 			rc = rocks_errno_code(errno);
