@@ -445,7 +445,12 @@ void rocks_journal_commit(rocks *r)
 		pthread_rwlock_unlock(&r->dirty_lock);
 		r->bev_n = 0;
 		r->jseq++;
-		r->journal_bytes += r->jlen;
+		/* With its header: the journal files are bounded in real
+		 * bytes (twice journal_max, and 1 MiB), and records of one
+		 * hot counter are smaller than their headers; counted without
+		 * them, such records filled the files before a checkpoint was
+		 * due, and the rest went to RocksDB's WAL. */
+		r->journal_bytes += ROCKS_JF_HDR + r->jlen;
 		r->jlen = 0;
 		atomic_store(&r->st_dirty, hmap_count(r->dirty[0]) +
 		                           hmap_count(r->dirty[1]));
@@ -766,7 +771,7 @@ static int replay_files(rocks *r, size_t *next, uint64_t upto, uint8_t **buf,
 		if (rc == TALLY_OK)
 			rc = replay_one(r, *buf, rec->len);
 		r->jseq = rec->num;
-		r->journal_bytes += rec->len;
+		r->journal_bytes += ROCKS_JF_HDR + rec->len;
 	}
 	return rc;
 }
