@@ -443,6 +443,11 @@ static int fold(tally *t)
 
 	if (rc == TALLY_OK && n > 0)
 		rc = t->st->vt->apply(t->st, &b);
+	/* Only now do the cells let go of what reached the store: a fold that
+	 * failed (out of memory, a store failure) leaves every add in its
+	 * cell for the next one. */
+	if (rc == TALLY_OK)
+		stripes_folded(t, n);
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		if (t->fold_ops[i].err != TALLY_OK)
 			atomic_fetch_add(&t->st_fold_overflow, 1);

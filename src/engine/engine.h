@@ -137,6 +137,7 @@ struct tally {
 	pthread_rwlock_t fold_lock;  /* readers of cells vs. the fold */
 	hmap *striped;               /* committer: keys with safe cells */
 	store_op *fold_ops;
+	uint8_t *fold_src;           /* the stripe of each fold op */
 	size_t fold_cap;
 
 	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
@@ -227,8 +228,12 @@ int64_t stripes_sum(tally *t, const void *key, size_t len);
 uint64_t stripes_adds(tally *t);
 /* Committer: whether any counter op of the batch touches a striped key. */
 int stripes_touched(tally *t, const store_op *ops, size_t n);
-/* Committer: drain every cell into INCRBY ops (fold_ops); returns count. */
+/* Committer: every cell's adds as INCRBY ops (fold_ops, *n of them; on
+ * error those made so far). The cells keep them until stripes_folded(). */
 int stripes_drain(tally *t, size_t *n);
+/* Committer: the n ops of stripes_drain() are in the store; take them out
+ * of their cells (adds that landed since stay). */
+void stripes_folded(tally *t, size_t n);
 /* Committer, after the batch: recompute which cells are safe. */
 void stripes_settle(tally *t);
 

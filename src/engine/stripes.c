@@ -26,7 +26,9 @@ int stripes_init(tally *t)
 	t->striped = hmap_create(1);
 	t->fold_cap = (size_t)STRIPES * STRIPE_CELLS_MAX;
 	t->fold_ops = calloc(t->fold_cap, sizeof *t->fold_ops);
-	return t->striped && t->fold_ops ? TALLY_OK : TALLY_ENOMEM;
+	t->fold_src = calloc(t->fold_cap, 1);
+	return t->striped && t->fold_ops && t->fold_src ? TALLY_OK
+	                                                : TALLY_ENOMEM;
 }
 
 void stripes_free(tally *t)
@@ -42,6 +44,8 @@ void stripes_free(tally *t)
 	t->striped = NULL;
 	free(t->fold_ops);
 	t->fold_ops = NULL;
+	free(t->fold_src);
+	t->fold_src = NULL;
 }
 
 /* The calling thread's stripe: threads spread by their id, so a thread
@@ -151,14 +155,33 @@ int stripes_drain(tally *t, size_t *n)
 				return TALLY_ENOMEM;
 			}
 			memcpy(copy, key, len);
+			t->fold_src[*n] = (uint8_t)i;
 			t->fold_ops[(*n)++] = (store_op){
 				.kind = STORE_OP_INCRBY, .key = copy,
 				.key_len = (uint32_t)len, .value = c->delta };
-			c->delta = 0;
 		}
 		pthread_mutex_unlock(&s->lock);
 	}
 	return TALLY_OK;
+}
+
+_Static_assert(STRIPES <= 256, "a fold op names its stripe in a byte");
+
+void stripes_folded(tally *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const store_op *op = &t->fold_ops[i];
+		stripe *s = &t->stripes[t->fold_src[i]];
+		stripe_cell *c;
+
+		pthread_mutex_lock(&s->lock);
+		/* Cells go only in stripes_settle(), after the fold. */
+		c = hmap_get(s->cells, op->key, op->key_len);
+		assert(c != NULL);
+		if (c != NULL)
+			c->delta -= op->value;
+		pthread_mutex_unlock(&s->lock);
+	}
 }
 
 /* Whether the counter's stored value leaves room for STRIPES full cells. */
