@@ -193,14 +193,19 @@ static void cmd_quit(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 static int auth_check(cmd_ctx *c, const char *user, size_t ulen,
                       const char *pass, size_t plen)
 {
-	if (c->s->cfg.requirepass == NULL) {
+	int is_default = user == NULL ||
+	                 (ulen == 7 && memcmp(user, "default", 7) == 0);
+
+	/* As Redis without a password: its default user takes any password
+	 * when named, and the one-argument form is told there is none. */
+	if (c->s->cfg.requirepass == NULL && user == NULL) {
 		reply_error(c->out, "ERR AUTH <password> called without any "
 		            "password configured for the default user. Are you "
 		            "sure your configuration is correct?");
 		return 0;
 	}
-	if ((user != NULL && !(ulen == 7 && memcmp(user, "default", 7) == 0)) ||
-	    !srv_password_ok(c->s, pass, plen)) {
+	if (!is_default || (c->s->cfg.requirepass != NULL &&
+	                    !srv_password_ok(c->s, pass, plen))) {
 		reply_error(c->out, "WRONGPASS invalid username-password pair "
 		            "or user is disabled.");
 		return 0;

@@ -68,6 +68,18 @@ else
 	assert_contains "INFO names the folder served, resolved" "$two" \
 		"data_dir:$(realpath "$TMP/data")"
 fi
+# Without --requirepass, as Redis's default user with no password: named,
+# it takes any password; the one-argument form is told there is none.
+assert_eq "AUTH PASS without a password configured: Redis's error" \
+	"(error) ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?" \
+	"$(rcn auth whatever)"
+assert_eq "AUTH default PASS without a password configured: OK" "OK" \
+	"$(rcli auth default whatever)"
+assert_eq "AUTH of another user: WRONGPASS" \
+	"(error) WRONGPASS invalid username-password pair or user is disabled." \
+	"$(rcn auth bob whatever)"
+assert_match "HELLO 3 AUTH default PASS without a password configured" \
+	'^%7' "$(raw_resp "$T_RESP" 'HELLO 3 AUTH default whatever\r\nQUIT\r\n')"
 help=$(rcli client help | paste -sd' ')
 assert_match "CLIENT HELP lists its subcommands" \
 	'^CLIENT <subcommand> .* ID GETNAME SETNAME SETINFO HELP$' "$help"
