@@ -183,31 +183,26 @@ void rocks_jfile_init(rocks *r)
 /* Bytes copied at a time by jf_rewrite(). */
 #define REWRITE_CHUNK (1u << 20)
 
-/* Write file i's records found for replay (its tail, from the first one)
- * over themselves, and fdatasync. An fdatasync alone would not do: after
- * a failed writeback (a failed fsync, in this process or the one before)
- * the kernel marks those pages clean, so an fdatasync now writes nothing
- * and succeeds, while the disk holds older bytes; once the pages left the
- * cache a later scan would stop there, short of the records written and
- * acknowledged after it. Rewritten, they are dirty again. At most the
- * journal written since the last checkpoint, and only after a crash or a
- * failure: a clean close leaves no record to replay. */
+/* Write file i's records, up to its end, over themselves (the caller
+ * fdatasyncs). An fdatasync alone would not do: after a failed writeback
+ * (a failed fsync, in this process or the one before) the kernel marks
+ * those pages clean, so an fdatasync now writes nothing and succeeds,
+ * while the disk holds older bytes; once the pages left the cache a later
+ * scan would stop there, short of the records appended after it. Every
+ * record from the file's start, not only those replayed: the scan stops
+ * at the first bad one, covered by the checkpoint or not. */
 static int jf_rewrite(rocks_jfile *jf, int i)
 {
-	uint64_t from = jf->end[i], off;
+	uint64_t off;
 	uint8_t *buf;
 	int rc = TALLY_OK;
 
-	for (size_t k = 0; k < jf->nrecs; k++)
-		if (jf->recs[k].file == i &&
-		    jf->recs[k].off - ROCKS_JF_HDR < from)
-			from = jf->recs[k].off - ROCKS_JF_HDR;
-	if (from == jf->end[i])
+	if (jf->end[i] == 0)
 		return TALLY_OK;
 	buf = malloc(REWRITE_CHUNK);
 	if (buf == NULL)
 		return TALLY_ENOMEM;
-	for (off = from; off < jf->end[i] && rc == TALLY_OK;) {
+	for (off = 0; off < jf->end[i] && rc == TALLY_OK;) {
 		size_t n = jf->end[i] - off < REWRITE_CHUNK
 		           ? (size_t)(jf->end[i] - off) : REWRITE_CHUNK;
 
@@ -246,14 +241,6 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		}
 		jf->size[i] = (uint64_t)st.st_size;
 		rc = jf_scan(jf, i, ckpt, &last[i]);
-		/* A record written but not synced before a kill (or whose
-		 * sync failed) is replayed now, and later records may build
-		 * on what it holds: make it durable before they are. */
-		if (rc == TALLY_OK)
-			rc = jf_rewrite(jf, i);
-		if (rc == TALLY_OK && jf->end[i] > 0 &&
-		    fdatasync(jf->fd[i]) != 0)
-			rc = rocks_errno_code(errno);
 	}
 	if (rc == TALLY_OK && created)
 		rc = dir_sync(dir);
@@ -261,6 +248,35 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		return rc;
 	/* Carry on in the file that holds the newest record, after it. */
 	jf->active = last[1] > last[0];
+	if (jf->nrecs == 0) {
+		/* Every record in the files is covered by the checkpoint
+		 * (after a clean close, always): new ones start over in the
+		 * other file rather than after bytes that may be only in the
+		 * page cache (jf_rewrite()). */
+		if (jf->end[jf->active] > 0) {
+			jf->active ^= 1;
+			jf->end[jf->active] = 0;
+		}
+	}
+	/* A record written but not synced before a kill (or whose sync
+	 * failed) is replayed now, and later records build on what it holds:
+	 * make it durable before they are, in each file holding one (the
+	 * active file, and the other when the last turn came after records
+	 * the checkpoint before it did not cover). Some tens of MB at most,
+	 * and only after a crash or a failure. */
+	for (int i = 0; i < ROCKS_JF_FILES && rc == TALLY_OK; i++) {
+		int replays = 0;
+
+		for (size_t k = 0; k < jf->nrecs && !replays; k++)
+			replays = jf->recs[k].file == i;
+		if (!replays)
+			continue;
+		rc = jf_rewrite(jf, i);
+		if (rc == TALLY_OK && fdatasync(jf->fd[i]) != 0)
+			rc = rocks_errno_code(errno);
+	}
+	if (rc != TALLY_OK)
+		return rc;
 	if (jf->nrecs > 1) /* recs is NULL when none were found */
 		qsort(jf->recs, jf->nrecs, sizeof *jf->recs, rec_cmp);
 	return TALLY_OK;
@@ -308,8 +324,9 @@ static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
 	return TALLY_OK;
 }
 
-/* Async mode (jf->mu held): what was written before this record in RocksDB's
- * WAL or the other file, and is not yet synced, is synced now. Records
+/* Before a record (jf->mu held): what async writes left unsynced before it,
+ * records in RocksDB's WAL or the other file, is synced now (sync mode
+ * leaves nothing unsynced). Records
  * hold absolute values: were this one to survive a machine crash without
  * an earlier one, the values of the keys both touch would include the
  * lost batch, and its others and its token would be gone, so a retry
