@@ -62,17 +62,18 @@ static int absolute(const char *path, char *buf, size_t cap)
 }
 
 /* The folder the server reached says it serves (INFO's data_dir), into
- * buf; CLI_OK, or CLI_ERR when its reply has none. */
-static int served_dir(client *c, char *buf, size_t cap)
+ * buf: CLI_OK with *found 1, or 0 when its reply names none; or the
+ * error of the call (printed by client_call()). */
+static int served_dir(client *c, char *buf, size_t cap, int *found)
 {
 	const char *argv[2] = { "INFO", "server" };
 	const char *p, *end;
 	redisReply *r = NULL;
 	int rc = client_call(c, 2, argv, &r);
 
+	*found = 0;
 	if (rc != CLI_OK)
 		return rc;
-	rc = CLI_ERR;
 	if (r->type == REDIS_REPLY_STRING &&
 	    (p = strstr(r->str, "\ndata_dir:")) != NULL) {
 		p += strlen("\ndata_dir:");
@@ -80,11 +81,11 @@ static int served_dir(client *c, char *buf, size_t cap)
 		if (end != NULL && (size_t)(end - p) < cap) {
 			memcpy(buf, p, (size_t)(end - p));
 			buf[end - p] = '\0';
-			rc = CLI_OK;
+			*found = 1;
 		}
 	}
 	freeReplyObject(r);
-	return rc;
+	return CLI_OK;
 }
 
 /* CLI_OK when the server reached serves dir: any tallyd may listen on
@@ -93,24 +94,26 @@ static int served_dir(client *c, char *buf, size_t cap)
 static int same_server(client *c, const char *dir)
 {
 	char mine[PATH_MAX], served[PATH_MAX];
-	int rc;
+	int found, rc;
 
 	if (realpath(dir, mine) == NULL) {
 		fprintf(stderr, "tally: %s: %s\n", dir, strerror(errno));
 		return CLI_ERR;
 	}
-	rc = served_dir(c, served, sizeof served);
-	if (rc == CLI_OK && strcmp(mine, served) == 0)
+	rc = served_dir(c, served, sizeof served, &found);
+	if (rc != CLI_OK)
+		return rc; /* said by client_call() */
+	if (found && strcmp(mine, served) == 0)
 		return CLI_OK;
-	if (rc == CLI_OK)
+	if (found)
 		fprintf(stderr, "tally: the tallyd at %s serves %s, not %s: "
 		        "name the server holding %s with -h and -p\n",
 		        c->where, served, mine, dir);
-	else if (rc == CLI_ERR)
+	else
 		fprintf(stderr, "tally: the server at %s does not say which "
 		        "folder it serves: name the tallyd holding %s with "
 		        "-h and -p\n", c->where, dir);
-	return rc == CLI_OK ? CLI_ERR : rc;
+	return CLI_ERR;
 }
 
 static int backup_remote(const cli_ctx *ctx, const char *dir,

@@ -227,12 +227,11 @@ static void cmd_auth(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 
 /* A client name or library field: Redis's characters (no spaces, no
  * control bytes), and under cap bytes, the room kept for it. Replies the
- * reason and returns 0 when it is not. */
-static int name_ok(cmd_ctx *c, const char *what, const char *s, size_t len,
-                   size_t cap)
+ * reason (what: the field in Redis's text, plural for names; one: the
+ * field alone) and returns 0 when it is not. */
+static int name_ok(cmd_ctx *c, const char *what, const char *one,
+                   const char *s, size_t len, size_t cap)
 {
-	int client = !strcmp(what, "Client names");
-
 	for (size_t i = 0; i < len; i++)
 		if (s[i] < '!' || s[i] > '~') {
 			reply_errorf(c->out, "ERR %s cannot contain spaces, "
@@ -240,8 +239,8 @@ static int name_ok(cmd_ctx *c, const char *what, const char *s, size_t len,
 			return 0;
 		}
 	if (len >= cap) {
-		reply_errorf(c->out, "ERR %s is longer than %zu bytes",
-		             client ? "a client name" : what, cap - 1);
+		reply_errorf(c->out, "ERR %s is longer than %zu bytes", one,
+		             cap - 1);
 		return 0;
 	}
 	return 1;
@@ -288,7 +287,8 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 				return;
 			i += 2;
 		} else if (arg_is(argv[i], lens[i], "setname") && i + 1 < argc) {
-			if (!name_ok(c, "Client names", argv[i + 1], lens[i + 1],
+			if (!name_ok(c, "Client names", "a client name",
+			             argv[i + 1], lens[i + 1],
 			             sizeof c->cl->name))
 				return;
 			memcpy(c->cl->name, argv[i + 1], lens[i + 1] + 1);
@@ -341,8 +341,9 @@ static void client_setinfo(cmd_ctx *c, size_t argc, char **argv,
 	}
 	char *dst = lib ? c->cl->lib_name : c->cl->lib_ver;
 	size_t cap = lib ? sizeof c->cl->lib_name : sizeof c->cl->lib_ver;
+	const char *what = lib ? "lib-name" : "lib-ver";
 
-	if (!name_ok(c, lib ? "lib-name" : "lib-ver", argv[3], lens[3], cap))
+	if (!name_ok(c, what, what, argv[3], lens[3], cap))
 		return;
 	memcpy(dst, argv[3], lens[3] + 1);
 	reply_status(c->out, "OK");
@@ -358,8 +359,8 @@ static void cmd_client(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		else
 			reply_nil(c->out);
 	} else if (arg_is(argv[1], lens[1], "setname") && argc == 3) {
-		if (!name_ok(c, "Client names", argv[2], lens[2],
-		             sizeof c->cl->name))
+		if (!name_ok(c, "Client names", "a client name", argv[2],
+		             lens[2], sizeof c->cl->name))
 			return;
 		memcpy(c->cl->name, argv[2], lens[2] + 1);
 		reply_status(c->out, "OK");
