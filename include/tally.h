@@ -705,6 +705,10 @@ typedef struct tally_stats {
 	 *  position). With store_entries, all that reaches RocksDB but
 	 *  what tally_compact() writes out of memory first. */
 	uint64_t store_checkpoint_entries;
+	/** rocksdb store: expired idempotency tokens deleted from the store
+	 *  by the sweep, which runs while the store holds tokens memory does
+	 *  not (past tokens_max, or expired when loaded). */
+	uint64_t tokens_swept;
 } tally_stats;
 
 /**

@@ -243,6 +243,31 @@ static void purge_one(void *arg, const uint8_t *tok, size_t len)
 	                             .token_len = (uint32_t)len };
 }
 
+/* Tokens stored but not held in memory (let go early, or loaded expired)
+ * are deleted by the store's sweep, a slice a second, until a whole pass
+ * has started after the last of them expired. */
+static int tokens_sweep(tally *t)
+{
+	tokens *k = &t->tok;
+	int64_t now_ms = eng_now_ms();
+	size_t deleted = 0;
+	int wrapped = 0, rc;
+
+	if (k->sweep_until_ms == 0 || t->st->vt->tokens_sweep == NULL)
+		return TALLY_OK;
+	if (k->sweep_pass_ms == 0)
+		k->sweep_pass_ms = now_ms;
+	rc = t->st->vt->tokens_sweep(t->st, now_ms, TOKENS_SWEEP_MAX, &deleted,
+	                             &wrapped);
+	atomic_fetch_add(&t->st_tokens_swept, deleted);
+	if (rc != TALLY_OK || !wrapped)
+		return rc;
+	if (k->sweep_pass_ms > k->sweep_until_ms)
+		k->sweep_until_ms = 0; /* every token let go has been swept */
+	k->sweep_pass_ms = 0;
+	return TALLY_OK;
+}
+
 static void tokens_purge(tally *t)
 {
 	purge *p;
@@ -255,17 +280,26 @@ static void tokens_purge(tally *t)
 	p = malloc(sizeof *p);
 	if (p == NULL)
 		return;
-	p->n = 0;
-	tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX, purge_one, p);
-	b = (store_batch){ p->ops, p->n, 0 };
-	/* Tokens not deleted now are deleted after the next load. */
-	if (p->n > 0)
-		rc = t->st->vt->apply(t->st, &b);
+	/* Batches of TOKENS_PURGE_MAX, as many a second as the tokens that
+	 * expire need, up to TOKENS_PURGE_ROUNDS: behind that, expired ones
+	 * would fill memory up to tokens_max. */
+	for (int round = 0; round < TOKENS_PURGE_ROUNDS; round++) {
+		p->n = 0;
+		tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX,
+		              purge_one, p);
+		b = (store_batch){ p->ops, p->n, 0 };
+		if (p->n > 0)
+			rc = t->st->vt->apply(t->st, &b);
+		for (size_t i = 0; i < p->n; i++)
+			free((void *)(uintptr_t)p->ops[i].token);
+		if (rc != TALLY_OK || p->n < TOKENS_PURGE_MAX)
+			break;
+	}
+	free(p);
+	if (rc == TALLY_OK)
+		rc = tokens_sweep(t);
 	if (store_failure(rc))
 		fail_mark(t, rc);
-	for (size_t i = 0; i < p->n; i++)
-		free((void *)(uintptr_t)p->ops[i].token);
-	free(p);
 }
 
 /* A token memory let go of within its window (past tokens_max, or out
@@ -441,13 +475,16 @@ static int fold(tally *t)
 	int rc = stripes_drain(t, &n);
 	store_batch b = { t->fold_ops, n, 0 };
 
-	if (rc == TALLY_OK && n > 0)
-		rc = t->st->vt->apply(t->st, &b);
-	/* Only now do the cells let go of what reached the store: a fold that
-	 * failed (out of memory, a store failure) leaves every add in its
-	 * cell for the next one. */
-	if (rc == TALLY_OK)
+	/* The cells let go of their adds once they are handed to the store,
+	 * whatever it answers: a failed batch may have been written (what
+	 * reached the disk is the truth), and a fold again would count it
+	 * twice. A drain that failed (out of memory) handed nothing over,
+	 * and leaves every add in its cell for the next fold. */
+	if (rc == TALLY_OK) {
+		if (n > 0)
+			rc = t->st->vt->apply(t->st, &b);
 		stripes_folded(t, n);
+	}
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		if (t->fold_ops[i].err != TALLY_OK)
 			atomic_fetch_add(&t->st_fold_overflow, 1);
@@ -1099,6 +1136,7 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.writes = atomic_load(&t->st_writes),
 		.write_errors = atomic_load(&t->st_write_errors),
 		.token_hits = atomic_load(&t->st_token_hits),
+		.tokens_swept = atomic_load(&t->st_tokens_swept),
 		.batches = atomic_load(&t->st_batches),
 		.batch_ops_max = atomic_load(&t->st_batch_max),
 		.store_entries = ss.entries,

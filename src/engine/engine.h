@@ -24,8 +24,12 @@
 /* Most tokens kept in memory (tally_options.tokens_max): past it the
  * oldest leave memory early, and the store answers for them. */
 #define TOKENS_MAX (16u << 20)
-/* Most expired tokens forgotten per batch, to bound a batch's extra work. */
+/* Most stored tokens the sweep looks at per second (tokens_purge()). */
+#define TOKENS_SWEEP_MAX 65536u
+/* Most expired tokens forgotten per batch, to bound a batch's extra work,
+ * and most such batches a second (tokens_purge()). */
 #define TOKENS_PURGE_MAX 1024u
+#define TOKENS_PURGE_ROUNDS 64
 /* After a store failure, how often the committer tries to reopen it. */
 #define ENG_RECOVER_INTERVAL_NS 1000000000u
 
@@ -69,6 +73,12 @@ typedef struct tokens {
 	/* The latest expiry of a token let go before it (memory bound, or
 	 * out of memory): until then, one not found here may be stored. */
 	int64_t forgot_until_ms;
+	/* Tokens on disk that memory does not hold (let go early, or
+	 * loaded expired) are deleted by the store's sweep until a whole
+	 * pass over the stored tokens has started after this time; 0: no
+	 * sweep needed. */
+	int64_t sweep_until_ms;
+	int64_t sweep_pass_ms;       /* when the current pass started */
 } tokens;
 
 typedef struct tok_val {
@@ -141,6 +151,7 @@ struct tally {
 	size_t fold_cap;
 
 	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
+	_Atomic uint64_t st_tokens_swept;
 	_Atomic uint64_t st_batches, st_batch_max;
 	_Atomic uint64_t st_fold_overflow;
 	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];

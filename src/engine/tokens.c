@@ -60,6 +60,9 @@ static void forget(tokens *k, int64_t expiry_ms)
 {
 	if (expiry_ms > k->forgot_until_ms)
 		k->forgot_until_ms = expiry_ms;
+	/* Its stored copy is deleted by the sweep once expired. */
+	if (expiry_ms > k->sweep_until_ms)
+		k->sweep_until_ms = expiry_ms;
 }
 
 void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
@@ -104,10 +107,17 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
 {
 	eng_loaded *l = arg;
 
+	int64_t now_ms = eng_now_ms();
+
 	if (len == 0 || len > TALLY_ID_MAX)
 		return -1;
-	/* Expired ones too: they answer nothing (tokens_find checks the
-	 * expiry) but the committer's purge then deletes them from the store. */
+	/* Expired ones answer nothing and would take room in memory: the
+	 * store's sweep deletes them. */
+	if (expiry_ms <= now_ms) {
+		if (now_ms > l->tok->sweep_until_ms)
+			l->tok->sweep_until_ms = now_ms;
+		return 0;
+	}
 	tokens_remember(l->tok, tok, len, result, expiry_ms);
 	return 0;
 }

@@ -130,6 +130,9 @@ char *metrics_text(void *arg, size_t *len)
 	             st.write_errors);
 	prom_counter(&t, "token_hits_total", "Retried idempotency tokens",
 	             st.token_hits);
+	prom_counter(&t, "tokens_swept_total",
+	             "Expired idempotency tokens deleted by the store's sweep",
+	             st.tokens_swept);
 	prom_counter(&t, "store_entries_total", "Store entries written",
 	             st.store_entries);
 	prom_counter(&t, "striped_adds_total", "Adds taken by striped cells",

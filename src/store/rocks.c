@@ -613,6 +613,7 @@ static const store_vt rocks_vt = {
 	.scan_log = rocks_scan_log,
 	.load = rocks_load,
 	.token_get = rocks_token_get,
+	.tokens_sweep = rocks_tokens_sweep,
 	.backup = rocks_backup,
 	.compact = rocks_compact,
 	.disk_usage = rocks_disk_usage,

@@ -217,6 +217,7 @@ static void apply_meta(rocks *r, const store_op *op)
 
 	switch (op->kind) {
 	case STORE_OP_TYPE:
+		r->wb_ordered = 1;
 		klen = meta_key(key, META_TYPE, op->key, op->key_len);
 		be16_put(val, op->obj.ktype);
 		val[2] = op->mode;
@@ -224,6 +225,7 @@ static void apply_meta(rocks *r, const store_op *op)
 		                          klen, (char *)val, 3);
 		break;
 	case STORE_OP_CTYPE:
+		r->wb_ordered = 1;
 		klen = meta_key(key, META_CTYPE, op->key, op->key_len);
 		be16_put(val, op->obj.ctype);
 		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key,
@@ -272,7 +274,11 @@ static int apply_op(rocks *r, store_op *op)
 	default:
 		return TALLY_EINVAL;
 	}
-	if (rc == TALLY_OK && op->err == TALLY_OK && op->token != NULL)
+	/* A write's token is stored with it; a purge's names what it deletes
+	 * (stored again here, it was never deleted: every token ever used
+	 * stayed in META). */
+	if (rc == TALLY_OK && op->err == TALLY_OK && op->token != NULL &&
+	    op->kind != STORE_OP_TOKEN_DEL)
 		put_token(r, op);
 	return rc;
 }
@@ -351,6 +357,7 @@ static void batch_reset(rocks *r)
 	hmap_clear(r->ov_members);
 	r->bev_n = 0;
 	rocksdb_writebatch_clear(r->wb);
+	r->wb_ordered = 0;
 	rocks_journal_discard(r);
 }
 
@@ -360,10 +367,11 @@ static int batch_write(rocks *r, int sync)
 	char *err = NULL;
 	int rc;
 
-	/* Async journal file records before this batch reach the disk first
-	 * (as rocks_jfile_append() orders the other way): after a machine
-	 * crash, what survives is a prefix of what was written. */
-	if (!sync && (rc = rocks_jfile_sync(r)) != TALLY_OK) {
+	/* Async journal file records before this batch's record reach the
+	 * disk first (as rocks_jfile_append() orders the other way): after a
+	 * machine crash, the records that survive are a prefix of those
+	 * written. (A batch without a record, tokens purged, needs no order.) */
+	if (!sync && r->wb_ordered && (rc = rocks_jfile_sync(r)) != TALLY_OK) {
 		r->failed = rc;
 		return rc;
 	}
@@ -376,7 +384,10 @@ static int batch_write(rocks *r, int sync)
 	}
 	if (sync)
 		rocks_sync_count(r, rocks_now_ns() - t0);
-	r->wal_unsynced = !sync;
+	if (sync)
+		r->wal_unsynced = 0; /* a synced write syncs the WAL before it */
+	else if (r->wb_ordered)
+		r->wal_unsynced = 1;
 	return TALLY_OK;
 }
 

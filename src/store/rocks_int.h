@@ -209,6 +209,14 @@ typedef struct rocks {
 	 * (committer only). A journal file record must not reach the disk
 	 * before them (rocks_jfile_append syncs them first). */
 	int wal_unsynced;
+	/* rocks_tokens_sweep()'s place: the next token key to look at
+	 * (committer only; sweep_len 0: the first) */
+	uint8_t sweep_key[1 + TALLY_ID_MAX + 1];
+	size_t sweep_len;
+	/* r->wb holds what must keep its order with the journal files: the
+	 * batch's record, or a type (events in later records name it); not
+	 * purged tokens */
+	int wb_ordered;
 	int failed;          /* a write or sync failed: its TALLY_EIO or
 	                        TALLY_ENOSPC; writes are refused until the
 	                        engine closes this handle and opens anew */
@@ -389,6 +397,8 @@ int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
 int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
                     int64_t *expiry_ms);
+int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
+                       int *wrapped);
 int rocks_total(store *s, const key_obj *o, int mode, int64_t *out);
 int rocks_total_at(store *s, const key_obj *o, int64_t at_ms, int64_t *out);
 int rocks_mtotal(store *s, const key_obj *objs, const uint8_t *modes,

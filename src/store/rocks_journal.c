@@ -191,6 +191,7 @@ int rocks_journal_write(rocks *r, int sync)
 	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (const char *)k,
 	                          sizeof k,
 	                          (const char *)r->jbuf + ROCKS_JF_HDR, r->jlen);
+	r->wb_ordered = 1;
 	return TALLY_OK;
 }
 
@@ -818,7 +819,7 @@ int rocks_journal_load(rocks *r, const char *dir)
 		if (be64_get(k + 1) <= r->ck_upto)
 			continue;
 		r->jseq = be64_get(k + 1);
-		r->journal_bytes += vlen;
+		r->journal_bytes += ROCKS_JF_HDR + vlen; /* as committed */
 		rc = replay_one(r, v, vlen);
 	}
 	rocksdb_iter_get_error(it, &err);

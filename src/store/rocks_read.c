@@ -56,6 +56,83 @@ int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
 	return rc;
 }
 
+int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
+                       int *wrapped)
+{
+	rocks *r = (rocks *)s;
+	rocksdb_iterator_t *it;
+	rocksdb_writebatch_t *wb;
+	uint8_t first = META_TOKEN;
+	char *err = NULL;
+	size_t seen = 0;
+	int rc = TALLY_OK;
+
+	*wrapped = 0;
+	*deleted = 0;
+	if (r->failed)
+		return r->failed;
+	rocks_counters_off();
+	it = rocksdb_create_iterator_cf(r->db, r->ro, r->cf[CF_META]);
+	wb = rocksdb_writebatch_create();
+	if (it == NULL || wb == NULL) {
+		if (it != NULL)
+			rocksdb_iter_destroy(it);
+		if (wb != NULL)
+			rocksdb_writebatch_destroy(wb);
+		return TALLY_ENOMEM;
+	}
+	if (r->sweep_len > 0)
+		rocksdb_iter_seek(it, (const char *)r->sweep_key, r->sweep_len);
+	else
+		rocksdb_iter_seek(it, (const char *)&first, 1);
+	for (; seen < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t klen, vlen, u1, u2;
+		const char *k = rocksdb_iter_key(it, &klen);
+		const uint8_t *v =
+			(const uint8_t *)rocksdb_iter_value(it, &vlen);
+		int64_t result, expiry;
+
+		if (klen < 2 || k[0] != META_TOKEN)
+			break;
+		seen++;
+		if (varint_get_i64(v, vlen, &result, &u1) ||
+		    varint_get_i64(v + u1, vlen - u1, &expiry, &u2) ||
+		    u1 + u2 != vlen) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
+		if (expiry <= now_ms)
+			rocksdb_writebatch_delete_cf(wb, r->cf[CF_META], k, klen);
+		/* Next time from the key after this one. */
+		assert(klen + 1 <= sizeof r->sweep_key);
+		memcpy(r->sweep_key, k, klen);
+		r->sweep_key[klen] = 0;
+		r->sweep_len = klen + 1;
+	}
+	if (rc == TALLY_OK && seen < max) {
+		/* Past the last token: the next call starts from the first. */
+		rocksdb_iter_get_error(it, &err);
+		if (err == NULL) {
+			*wrapped = 1;
+			r->sweep_len = 0;
+		}
+	}
+	rocksdb_iter_destroy(it);
+	if (err != NULL) {
+		rc = rocks_err(err);
+	} else if (rc == TALLY_OK && rocksdb_writebatch_count(wb) > 0) {
+		/* Unsynced: a delete lost in a crash leaves an expired token,
+		 * which answers nothing and the next sweep deletes. */
+		rocksdb_write(r->db, r->wo_nosync, wb, &err);
+		if (err != NULL) /* as batch_write(): nothing on top of it */
+			rc = r->failed = rocks_write_err(err);
+		else
+			*deleted = (size_t)rocksdb_writebatch_count(wb);
+	}
+	rocksdb_writebatch_destroy(wb);
+	return rc;
+}
+
 /* A counter or total: the dirty tables first, then its column family. The
  * read lock is held across both, so a checkpoint cannot move the value
  * from one to the other in between. */

@@ -131,6 +131,14 @@ typedef struct store_vt {
 	 * (redis-cluster's scripts check each token key). */
 	int (*token_get)(store *s, const uint8_t *tok, size_t len,
 	                 int64_t *result, int64_t *expiry_ms);
+	/* Delete stored tokens expired by now_ms, looking at up to max of
+	 * them from where the last call stopped (*deleted: how many were
+	 * deleted); *wrapped is set to 1 when
+	 * this call reached the last token (the next starts again from the
+	 * first). For tokens the engine no longer holds in memory. NULL:
+	 * the store's tokens expire by themselves. */
+	int (*tokens_sweep)(store *s, int64_t now_ms, size_t max,
+	                    size_t *deleted, int *wrapped);
 	int (*backup)(store *s, const char *dir);
 	int (*compact)(store *s);
 	int (*disk_usage)(store *s, tally_disk_part *out, size_t cap,
