@@ -107,18 +107,14 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
 {
 	eng_loaded *l = arg;
 
-	int64_t now_ms = eng_now_ms();
-
 	if (len == 0 || len > TALLY_ID_MAX)
 		return -1;
-	/* Expired ones answer nothing and would take room in memory: the
-	 * store's sweep deletes them. */
-	if (expiry_ms <= now_ms) {
-		if (now_ms > l->tok->sweep_until_ms)
-			l->tok->sweep_until_ms = now_ms;
-		return 0;
-	}
-	tokens_remember(l->tok, tok, len, result, expiry_ms);
+	/* Expired ones answer nothing and would take room in memory: let go
+	 * at once, the store's sweep deletes them. */
+	if (expiry_ms <= eng_now_ms())
+		forget(l->tok, expiry_ms);
+	else
+		tokens_remember(l->tok, tok, len, result, expiry_ms);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 
 #include <jansson.h>
 
+#include "core/keys.h"
 #include "core/parse.h"
 #include "server/http.h"
 
@@ -304,8 +305,6 @@ static int cap_id(api_ctx *x, size_t i, const char *what, uint64_t *out)
 	return -1;
 }
 
-static int name_ok(const char *s);
-
 /* A type name capture, copied NUL-terminated for the engine. */
 static int cap_name(api_ctx *x, size_t i, const char *what,
                     char out[TALLY_NAME_MAX + 1])
@@ -314,7 +313,7 @@ static int cap_name(api_ctx *x, size_t i, const char *what,
 	if (x->cap[i].len > 0 && x->cap[i].len <= TALLY_NAME_MAX) {
 		memcpy(out, x->cap[i].p, x->cap[i].len);
 		out[x->cap[i].len] = '\0';
-		if (name_ok(out))
+		if (name_valid(out, x->cap[i].len))
 			return 0;
 	}
 	reply_err(x->rs, 400, "%s must be 1..%d bytes of [A-Za-z0-9_.:-]", what,
@@ -687,15 +686,6 @@ static tally_type_info *types_load(tally *t, size_t *n)
 	return ty;
 }
 
-static int name_ok(const char *s)
-{
-	size_t len = strlen(s);
-	if (len == 0 || len > TALLY_NAME_MAX)
-		return 0;
-	return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	                 "0123456789_.:-") == len;
-}
-
 static int get_id(json_t *o, const char *key, int required, uint64_t *out,
                   char *msg)
 {
@@ -763,7 +753,7 @@ static int event_check(const tally_write *w, const tally_type_info *ty,
 		return 404;
 	}
 	int unique = ty[i].mode == TALLY_MODE_UNIQUE;
-	if (!name_ok(ev->ctype))
+	if (!name_valid(ev->ctype, strlen(ev->ctype)))
 		(void)snprintf(msg, API_MSG_MAX, "'ctype' must be 1..%d bytes of "
 		               "[A-Za-z0-9_.:-]", TALLY_NAME_MAX);
 	else if (unique && ev->member == 0)

@@ -467,11 +467,8 @@ static int load_one(const store_loader *l, const uint8_t *k, size_t klen,
 		                be16_get(v)) ? TALLY_EINVAL : TALLY_OK;
 	case META_TOKEN: {
 		int64_t result, expiry;
-		size_t u1, u2;
 
-		if (klen < 2 || varint_get_i64(v, vlen, &result, &u1) ||
-		    varint_get_i64(v + u1, vlen - u1, &expiry, &u2) ||
-		    u1 + u2 != vlen)
+		if (klen < 2 || rocks_token_decode(v, vlen, &result, &expiry))
 			return TALLY_ECORRUPT;
 		return l->token(l->arg, k + 1, klen - 1, result, expiry)
 		               ? TALLY_EINVAL : TALLY_OK;

@@ -382,12 +382,12 @@ static int batch_write(rocks *r, int sync)
 		r->failed = rocks_write_err(err);
 		return r->failed;
 	}
-	if (sync)
+	if (sync) {
 		rocks_sync_count(r, rocks_now_ns() - t0);
-	if (sync)
 		r->wal_unsynced = 0; /* a synced write syncs the WAL before it */
-	else if (r->wb_ordered)
+	} else if (r->wb_ordered) {
 		r->wal_unsynced = 1;
+	}
 	return TALLY_OK;
 }
 

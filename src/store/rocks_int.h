@@ -397,6 +397,10 @@ int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);
 int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
                     int64_t *expiry_ms);
+/* A stored token's value, as put_token() (rocks_apply.c) writes it: 0, or
+ * -1 when the bytes are not exactly one. */
+int rocks_token_decode(const uint8_t *v, size_t vlen, int64_t *result,
+                       int64_t *expiry_ms);
 int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
                        int *wrapped);
 int rocks_total(store *s, const key_obj *o, int mode, int64_t *out);

@@ -265,11 +265,7 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 	 * the checkpoint before it did not cover). Some tens of MB at most,
 	 * and only after a crash or a failure. */
 	for (int i = 0; i < ROCKS_JF_FILES && rc == TALLY_OK; i++) {
-		int replays = 0;
-
-		for (size_t k = 0; k < jf->nrecs && !replays; k++)
-			replays = jf->recs[k].file == i;
-		if (!replays)
+		if (last[i] <= ckpt) /* every record of it is covered */
 			continue;
 		rc = jf_rewrite(jf, i);
 		if (rc == TALLY_OK && fdatasync(jf->fd[i]) != 0)
@@ -326,12 +322,11 @@ static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
 
 /* Before a record (jf->mu held): what async writes left unsynced before it,
  * records in RocksDB's WAL or the other file, is synced now (sync mode
- * leaves nothing unsynced). Records
- * hold absolute values: were this one to survive a machine crash without
- * an earlier one, the values of the keys both touch would include the
- * lost batch, and its others and its token would be gone, so a retry
- * would count it twice. Costs an fsync only when async writes switch
- * from one file to another. */
+ * leaves nothing unsynced). Records hold absolute values: were this one to
+ * survive a machine crash without an earlier one, the values of the keys
+ * both touch would include the lost batch, and its others and its token
+ * would be gone, so a retry would count it twice. Costs an fsync only when
+ * async writes switch from one file to another. */
 static int order_before(rocks *r, int a)
 {
 	rocks_jfile *jf = &r->jf;

@@ -28,13 +28,25 @@ int rocks_get_i64(rocks *r, int cf, const uint8_t *key, size_t len,
 	return rc;
 }
 
+int rocks_token_decode(const uint8_t *v, size_t vlen, int64_t *result,
+                       int64_t *expiry_ms)
+{
+	size_t u1, u2;
+
+	if (varint_get_i64(v, vlen, result, &u1) ||
+	    varint_get_i64(v + u1, vlen - u1, expiry_ms, &u2) ||
+	    u1 + u2 != vlen)
+		return -1;
+	return 0;
+}
+
 int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
                     int64_t *expiry_ms)
 {
 	rocks *r = (rocks *)s;
 	uint8_t key[1 + TALLY_ID_MAX];
 	char *err = NULL, *val;
-	size_t vlen = 0, u1, u2;
+	size_t vlen = 0;
 	int rc = TALLY_OK;
 
 	assert(len > 0 && len <= TALLY_ID_MAX);
@@ -47,10 +59,7 @@ int rocks_token_get(store *s, const uint8_t *tok, size_t len, int64_t *result,
 		return rocks_err(err);
 	if (val == NULL)
 		return TALLY_ENOTFOUND;
-	/* As put_token() writes it (rocks_apply.c) and load reads it. */
-	if (varint_get_i64((const uint8_t *)val, vlen, result, &u1) ||
-	    varint_get_i64((const uint8_t *)val + u1, vlen - u1, expiry_ms,
-	                   &u2) || u1 + u2 != vlen)
+	if (rocks_token_decode((const uint8_t *)val, vlen, result, expiry_ms))
 		rc = TALLY_ECORRUPT;
 	rocksdb_free(val);
 	return rc;
@@ -86,7 +95,7 @@ int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
 	else
 		rocksdb_iter_seek(it, (const char *)&first, 1);
 	for (; seen < max && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-		size_t klen, vlen, u1, u2;
+		size_t klen, vlen;
 		const char *k = rocksdb_iter_key(it, &klen);
 		const uint8_t *v =
 			(const uint8_t *)rocksdb_iter_value(it, &vlen);
@@ -95,9 +104,7 @@ int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
 		if (klen < 2 || k[0] != META_TOKEN)
 			break;
 		seen++;
-		if (varint_get_i64(v, vlen, &result, &u1) ||
-		    varint_get_i64(v + u1, vlen - u1, &expiry, &u2) ||
-		    u1 + u2 != vlen) {
+		if (rocks_token_decode(v, vlen, &result, &expiry)) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
