@@ -133,7 +133,18 @@ enum tally_durability {
 enum tally_open_flags {
 	/** Fail with TALLY_ENOTFOUND if the data folder does not exist
 	 *  (the default creates it). */
-	TALLY_OPEN_NO_CREATE = 1u << 0
+	TALLY_OPEN_NO_CREATE = 1u << 0,
+	/** Writes queued with tally_write_async() and
+	 *  tally_write_group_async() are committed by their caller, in
+	 *  tally_commit(), instead of waking the committer thread: a server
+	 *  that queues a turn's writes and then commits them on the same
+	 *  thread saves two thread hand-offs per batch, and its callbacks run
+	 *  on that thread. Blocking writes (tally_add(), tally_write_sync(),
+	 *  ...) are still committed by the committer thread, which also takes
+	 *  writes left queued for up to 100 ms by a caller that did not call
+	 *  tally_commit(). With the Redis Cluster store a commit waits for
+	 *  the network, and so does the caller. */
+	TALLY_OPEN_CALLER_COMMITS = 1u << 1
 };
 
 /**
@@ -471,8 +482,10 @@ typedef struct tally_write {
  * @param arg    the caller's pointer.
  * @param err    TALLY_OK or an error of the blocking call of that kind.
  * @param result the kind's result (see enum tally_write_kind), 0 on error.
- * Runs on the engine's committer thread: it must be quick and must not
- * call a blocking write of the same handle (that would deadlock).
+ * Runs on the thread that commits the write's batch: the engine's committer
+ * thread, or a thread in tally_commit(). It must be quick and must not
+ * call a blocking write or tally_commit() of the same handle (that would
+ * deadlock).
  */
 typedef void (*tally_write_cb)(void *arg, int err, int64_t result);
 
@@ -506,6 +519,22 @@ TALLY_API int tally_write_async(tally *t, const tally_write *w, tally_write_cb c
  */
 TALLY_API int tally_write_group_async(tally *t, const tally_write *ws,
                                       size_t n, tally_write_cb cb, void *arg);
+
+/**
+ * Commit queued writes on the calling thread, for a handle opened with
+ * TALLY_OPEN_CALLER_COMMITS (on another it does the same, but writes are
+ * also committed without it). Takes the writes queued by any thread as
+ * batches and applies each, fsynced in sync durability, running their
+ * callbacks on this thread, until none wait or after 4 batches (what is
+ * left then goes to the committer thread). If another thread is
+ * committing, returns at once: that thread takes the writes queued here
+ * when its batch ends.
+ *
+ * @return TALLY_OK; TALLY_EINVAL (t is NULL). A batch's own errors reach
+ *         its writes' callbacks.
+ * Must not be called from a write callback.
+ */
+TALLY_API int tally_commit(tally *t);
 
 /**
  * Queue a write and wait for it.

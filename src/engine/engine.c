@@ -1,12 +1,15 @@
-/* engine.c: the write path of libtally: a bounded queue, one committer
- * thread, group commit into the store, and the open/close lifecycle.
+/* engine.c: the write path of libtally: a bounded queue, group commit into
+ * the store by one committer at a time, and the open/close lifecycle.
  *
  * Design note: invariants of the commit path
  *  1. Every write goes through one FIFO queue; the committer takes up to
  *     batch_ops_max of them at a time and hands them to the store as one
  *     logical batch, in queue order. Writes queued by one thread are
  *     therefore applied in that thread's order, and a unique check sees
- *     every earlier write, in the same batch or not.
+ *     every earlier write, in the same batch or not. The committer is
+ *     whoever holds commit_lock: the committer thread, or (caller commits)
+ *     a thread in tally_commit(), which commits what it queued itself so
+ *     that a server's batch costs no thread hand-off.
  *  2. A write's callback runs exactly once, after the store applied its
  *     batch atomically and, in sync mode, fsynced it; or with the batch's
  *     error, in which case none of the batch was acknowledged. A store
@@ -94,9 +97,11 @@ static void op_bind(eng_op *e)
 
 /* Queue n ops as one group: contiguous in the ring, so no other write
  * falls between them, and never split across batches (batch_take), so the
- * store applies them in one atomic batch. */
+ * store applies them in one atomic batch. wait: the caller will wait for
+ * them without committing, so the committer thread must take them even
+ * when callers commit. */
 static int enqueue_group(tally *t, const store_op *ops, size_t n,
-                         tally_write_cb cb, void *arg)
+                         tally_write_cb cb, void *arg, int wait)
 {
 	size_t cap = t->opt.queue_ops_max;
 	size_t i;
@@ -105,8 +110,15 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 	assert(cb != NULL);
 	assert(n >= 1 && n <= t->opt.batch_ops_max && n <= cap);
 	pthread_mutex_lock(&t->qlock);
-	while (cap - t->count < n && !t->closing && !t->failed)
+	while (cap - t->count < n && !t->closing && !t->failed) {
+		/* Nobody may be committing: the holder of the ring's writes
+		 * could be this very thread, between two tally_commit(). */
+		if (t->caller_commits) {
+			t->kick = 1;
+			pthread_cond_signal(&t->not_empty);
+		}
 		pthread_cond_wait(&t->not_full, &t->qlock);
+	}
 	if (t->closing || t->failed) {
 		rc = t->closing ? TALLY_ECLOSED : t->fail_err;
 		pthread_mutex_unlock(&t->qlock);
@@ -138,8 +150,15 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 		int was_idle = t->count == t->busy;
 
 		t->count += n;
-		if (was_idle)
+		t->queued_total += n;
+		if (t->caller_commits) {
+			if (wait) {
+				t->kick = 1;
+				pthread_cond_signal(&t->not_empty);
+			}
+		} else if (was_idle) {
 			pthread_cond_signal(&t->not_empty);
+		}
 	}
 	pthread_mutex_unlock(&t->qlock);
 	return rc;
@@ -147,7 +166,7 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 
 int eng_enqueue(tally *t, const store_op *op, tally_write_cb cb, void *arg)
 {
-	return enqueue_group(t, op, 1, cb, arg);
+	return enqueue_group(t, op, 1, cb, arg, 0);
 }
 
 /* A blocking caller's wait for its own write. */
@@ -177,7 +196,7 @@ int eng_submit_wait(tally *t, const store_op *op, int64_t *result)
 
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
-	rc = eng_enqueue(t, op, waiter_done, &w);
+	rc = enqueue_group(t, op, 1, waiter_done, &w, 1);
 	if (rc == TALLY_OK) {
 		pthread_mutex_lock(&w.lock);
 		while (!w.done)
@@ -378,41 +397,71 @@ static void tokens_settle(tally *t, size_t n)
 	}
 }
 
-/* Take the waiting writes (up to batch_ops_max) as the next batch; waits
- * for work, or until a flush is due in async mode. */
-static size_t batch_take(tally *t, int *stop)
+/* Whether the committer thread has work. When callers commit, only what
+ * was handed to it: their own writes are theirs to commit. */
+static int work_ready(const tally *t)
 {
-	size_t cap = t->opt.queue_ops_max, n;
+	if (t->closing || t->sync_req != t->sync_done)
+		return 1;
+	if (t->caller_commits)
+		return t->kick;
+	return t->count > 0;
+}
+
+/* Committer thread: wait for work, or until a flush, a reopen attempt or
+ * (callers committing) a poll is due. */
+static void work_wait(tally *t, int *stop)
+{
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 
 	pthread_mutex_lock(&t->qlock);
-	while (t->count == 0 && !t->closing && t->sync_req == t->sync_done) {
-		uint64_t due = UINT64_MAX;
+	while (!work_ready(t)) {
+		uint64_t due = UINT64_MAX, now = eng_now_ns();
 
 		if (async)
 			due = t->last_flush_ns +
 			      (uint64_t)t->opt.flush_interval_ms * 1000000u;
 		if (t->failed && t->recover_at_ns < due)
 			due = t->recover_at_ns;
+		if (t->caller_commits && now + ENG_POLL_NS < due)
+			due = now + ENG_POLL_NS;
 		if (due == UINT64_MAX) {
 			pthread_cond_wait(&t->not_empty, &t->qlock);
 			continue;
 		}
-		if (eng_now_ns() >= due)
+		if (now >= due)
 			break;
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t wait = due - eng_now_ns();
+		uint64_t wait = due - now;
 		ts.tv_sec += (time_t)(wait / 1000000000u);
 		ts.tv_nsec += (long)(wait % 1000000000u);
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&t->not_empty, &t->qlock, &ts);
+		/* A poll's timeout ends the wait: writes left queued (by a
+		 * caller that did not commit) are taken then. */
+		if (pthread_cond_timedwait(&t->not_empty, &t->qlock, &ts) ==
+		    ETIMEDOUT && t->caller_commits)
+			break;
 	}
 	*stop = t->count == 0 && t->closing;
+	pthread_mutex_unlock(&t->qlock);
+}
+
+/* Take the waiting writes (up to batch_ops_max) as the next batch; 0 when
+ * none wait, or when the first `until` writes ever queued are all taken.
+ * commit_lock held, so no other batch is out. */
+static size_t batch_take(tally *t, uint64_t until)
+{
+	size_t cap = t->opt.queue_ops_max, n;
+
+	pthread_mutex_lock(&t->qlock);
+	assert(t->busy == 0);
 	n = t->count < t->opt.batch_ops_max ? t->count : t->opt.batch_ops_max;
+	if (t->taken_total >= until)
+		n = 0;
 	if (n > 0) {
 		/* Never cut a group: end the batch before the one cut. */
 		const eng_op *last = &t->ring[(t->head + n - 1) % cap];
@@ -422,7 +471,10 @@ static size_t batch_take(tally *t, int *stop)
 		/* a group is at most batch_ops_max long, so one fits whole */
 		assert(n > 0);
 	}
+	if (n == t->count)
+		t->kick = 0; /* all of it is taken */
 	t->busy = n;
+	t->taken_total += n;
 	pthread_mutex_unlock(&t->qlock);
 	for (size_t i = 0; i < n; i++) {
 		eng_op *e = &t->ring[(t->head + i) % cap];
@@ -583,19 +635,25 @@ static void *committer_main(void *arg)
 	prctl(PR_SET_NAME, "tally-commit", 0, 0, 0);
 	t->last_flush_ns = eng_now_ns();
 	while (!stop) {
-		size_t n = batch_take(t, &stop);
+		size_t n;
 
+		work_wait(t, &stop);
+		pthread_mutex_lock(&t->commit_lock);
+		n = batch_take(t, UINT64_MAX);
 		if (n > 0)
 			commit_batch(t, n);
 		tokens_purge(t);
 		sync_requests(t, async);
 		recover_maybe(t);
+		pthread_mutex_unlock(&t->commit_lock);
 	}
 	if (async && !t->failed) {
+		pthread_mutex_lock(&t->commit_lock);
 		pthread_rwlock_wrlock(&t->fold_lock);
 		(void)fold(t);
 		pthread_rwlock_unlock(&t->fold_lock);
 		(void)store_sync(t);
+		pthread_mutex_unlock(&t->commit_lock);
 	}
 	return NULL;
 }
@@ -629,7 +687,8 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->block_cache_mb > (1u << 20) || o->checkpoint_kib < 4 ||
 	    o->checkpoint_kib > (1u << 22) || o->tokens_max < 16 ||
 	    o->tokens_max > TOKENS_MAX ||
-	    (o->flags & ~(uint32_t)TALLY_OPEN_NO_CREATE))
+	    (o->flags & ~(uint32_t)(TALLY_OPEN_NO_CREATE |
+	                            TALLY_OPEN_CALLER_COMMITS)))
 		return TALLY_EINVAL;
 	if ((o->store != TALLY_STORE_ROCKSDB &&
 	     o->store != TALLY_STORE_REDIS_CLUSTER) || o->redis_wait > 16 ||
@@ -647,6 +706,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 static int sync_init(tally *t)
 {
 	if (pthread_mutex_init(&t->qlock, NULL) ||
+	    pthread_mutex_init(&t->commit_lock, NULL) ||
 	    pthread_cond_init(&t->not_full, NULL) ||
 	    pthread_cond_init(&t->not_empty, NULL) ||
 	    pthread_cond_init(&t->synced, NULL) ||
@@ -807,6 +867,7 @@ static void tally_free(tally *t)
 	pthread_cond_destroy(&t->not_empty);
 	pthread_cond_destroy(&t->not_full);
 	pthread_mutex_destroy(&t->qlock);
+	pthread_mutex_destroy(&t->commit_lock);
 	free(t);
 }
 
@@ -851,6 +912,7 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 		rc = TALLY_ENOMEM;
 	if (rc == TALLY_OK)
 		rc = options_own(t);
+	t->caller_commits = !!(t->opt.flags & TALLY_OPEN_CALLER_COMMITS);
 	if (rc == TALLY_OK)
 		rc = store_open(t, !(t->opt.flags & TALLY_OPEN_NO_CREATE),
 		                &t->st);
@@ -916,6 +978,42 @@ int tally_sync(tally *t)
 	rc = t->sync_err;
 	pthread_mutex_unlock(&t->qlock);
 	return rc;
+}
+
+int tally_commit(tally *t)
+{
+	uint64_t mine;
+
+	if (t == NULL)
+		return TALLY_EINVAL;
+	pthread_mutex_lock(&t->qlock);
+	mine = t->queued_total; /* this thread's writes are all before it */
+	pthread_mutex_unlock(&t->qlock);
+	for (int round = 0; round < ENG_COMMIT_ROUNDS; round++) {
+		size_t n;
+
+		/* Waits while another commit runs: that one may take these
+		 * writes (then n is 0), and a batch takes every write that
+		 * waits, the other callers' too, as one group commit.
+		 * Committing here rather than handing over keeps the
+		 * callbacks on this thread. */
+		pthread_mutex_lock(&t->commit_lock);
+		n = batch_take(t, mine);
+		if (n > 0)
+			commit_batch(t, n);
+		pthread_mutex_unlock(&t->commit_lock);
+		if (n == 0)
+			return TALLY_OK;
+	}
+	/* More than ENG_COMMIT_ROUNDS batches of writes: the committer
+	 * thread takes the rest, this caller goes back to its clients. */
+	pthread_mutex_lock(&t->qlock);
+	if (t->taken_total < mine) {
+		t->kick = 1;
+		pthread_cond_signal(&t->not_empty);
+	}
+	pthread_mutex_unlock(&t->qlock);
+	return TALLY_OK;
 }
 
 /* ---- writes -------------------------------------------------------------- */
@@ -1036,7 +1134,7 @@ int tally_write_group_async(tally *t, const tally_write *ws, size_t n,
 	for (size_t i = 0; i < n && rc == TALLY_OK; i++)
 		rc = write_prepare(t, &ws[i], &ops[i]);
 	if (rc == TALLY_OK)
-		rc = enqueue_group(t, ops, n, cb, arg);
+		rc = enqueue_group(t, ops, n, cb, arg, 0);
 	if (ops != &one)
 		free(ops);
 	return rc;

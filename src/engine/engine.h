@@ -33,6 +33,14 @@
 /* After a store failure, how often the committer tries to reopen it. */
 #define ENG_RECOVER_INTERVAL_NS 1000000000u
 
+/* Caller commits: how often the committer thread looks for writes left
+ * queued (a caller that never commits) and for tokens to purge. */
+#define ENG_POLL_NS 100000000u
+
+/* Caller commits: batches one tally_commit() applies before it hands
+ * what is still queued to the committer thread. */
+#define ENG_COMMIT_ROUNDS 4
+
 /* A queued write: the store op plus what the engine needs to finish it. */
 typedef struct eng_op {
 	store_op op;
@@ -132,6 +140,19 @@ struct tally {
 	int fail_err;                /* ... with this TALLY_EIO/ENOSPC */
 	uint64_t sync_req, sync_done;
 	int sync_err;
+
+	/* Caller commits (TALLY_OPEN_CALLER_COMMITS): a write queued with
+	 * tally_write_async() does not wake the committer thread; its caller
+	 * commits it in tally_commit(). kick (under qlock) hands what waits
+	 * to the committer thread: a blocking write, a full ring, a caller
+	 * that committed ENG_COMMIT_ROUNDS batches and left the rest. */
+	int caller_commits;
+	int kick;
+	uint64_t queued_total, taken_total; /* writes ever queued, taken */
+	/* Held by whoever commits a batch: the committer thread or a caller
+	 * in tally_commit(). Everything marked "committer" below belongs to
+	 * the holder. Taken before qlock. */
+	pthread_mutex_t commit_lock;
 
 	pthread_t committer;
 	int committer_started;

@@ -63,6 +63,13 @@ int main(int argc, char **argv)
 		o.hot_shards_max = s.cfg.hot_shards_max;
 	}
 	o.checkpoint_kib = s.cfg.checkpoint_kib;
+	/* The I/O threads commit their own writes (net.c, point 9), but not
+	 * over the network: a cluster's round trips would hold up every
+	 * client of the thread. */
+	if (o.store == TALLY_STORE_ROCKSDB) {
+		o.flags |= TALLY_OPEN_CALLER_COMMITS;
+		s.caller_commits = 1;
+	}
 	/* An open after a crash replays what the store had not yet put in
 	 * its tables (seconds for millions of writes): say what is going
 	 * on, and how long it took, as Redis does for its AOF. */

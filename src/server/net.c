@@ -24,7 +24,12 @@
  *     after the other clients' pending I/O.
  *  8. An HTTP connection answers one request at a time: a read at once, a
  *     write once its writes complete (they come back through the done
- *     list, carried by one slot that is never in the FIFO). */
+ *     list, carried by one slot that is never in the FIFO).
+ *  9. Caller commits (the rocksdb store): the writes a loop's turn queued
+ *     are committed by that loop, before it sleeps (on_prepare, through
+ *     tally_commit), and its completions are drained at once, so a batch
+ *     costs no thread hand-off. Writes of another thread that the commit
+ *     took come back through the done list and the wake, as in point 1. */
 #define _GNU_SOURCE /* accept4 */
 #include <assert.h>
 #include <errno.h>
@@ -85,6 +90,11 @@ typedef struct worker {
 	uv_async_t wake;
 	uv_timer_t tick;
 	uv_idle_t more_idle;      /* runs the connections in more */
+	uv_prepare_t commit_prep; /* point 9: commits before the loop sleeps */
+	uv_idle_t commit_idle;    /* keeps it awake while writes are queued */
+	pthread_t tid;            /* the loop's thread */
+	int queued;               /* writes queued since the last commit */
+	int local_done;           /* completions pushed by this thread */
 	conn *more;               /* connections that used up their turn */
 	pthread_mutex_t done_lock;
 	slot **done;              /* completed slots from the committer */
@@ -243,6 +253,11 @@ static void done_push(worker *w, slot *sl)
 	}
 	w->done[w->done_n++] = sl;
 	pthread_mutex_unlock(&w->done_lock);
+	/* A commit on the loop's own thread: drained when it returns. */
+	if (w->s->caller_commits && pthread_equal(pthread_self(), w->tid)) {
+		w->local_done = 1;
+		return;
+	}
 	uv_async_send(&w->wake);
 }
 
@@ -272,6 +287,7 @@ static int conn_submit(void *cp, const tally_write *ws, size_t n, int fmt)
 	}
 	slot_link(c, sl);
 	c->owed++;
+	c->w->queued = 1;
 	return TALLY_OK;
 }
 
@@ -899,6 +915,7 @@ static void http_process(conn *c)
 			/* Its completion comes through on_wake, which runs on
 			 * this thread after us. */
 			c->owed++;
+			c->w->queued = 1;
 			break;
 		}
 		http_respond(c, &c->rs, c->rq.keep_alive && !c->w->stopping);
@@ -1198,6 +1215,8 @@ static void worker_maybe_exit(worker *w)
 		uv_close((uv_handle_t *)&w->wake, NULL);
 		uv_close((uv_handle_t *)&w->tick, NULL);
 		uv_close((uv_handle_t *)&w->more_idle, NULL);
+		uv_close((uv_handle_t *)&w->commit_prep, NULL);
+		uv_close((uv_handle_t *)&w->commit_idle, NULL);
 	}
 }
 
@@ -1257,6 +1276,38 @@ static void on_wake(uv_async_t *a)
 	worker_maybe_exit(w);
 }
 
+/* Commits a turn may run before the loop polls again: each is an fsync,
+ * and the loop's other clients wait for its end. */
+#define COMMITS_PER_TURN 4
+
+static void on_commit_idle(uv_idle_t *h)
+{
+	(void)h; /* active only to keep the loop's next poll from sleeping */
+}
+
+/* Point 9: commit what this turn queued, then answer it. Answering can
+ * run more of a pipeline and queue more writes: up to COMMITS_PER_TURN
+ * rounds, then the loop polls once (without sleeping) and comes back. */
+static void on_prepare(uv_prepare_t *p)
+{
+	worker *w = p->data;
+
+	for (int round = 0; w->queued && round < COMMITS_PER_TURN; round++) {
+		w->queued = 0;
+		(void)tally_commit(w->s->t);
+		if (w->local_done) {
+			w->local_done = 0;
+			on_wake(&w->wake);
+		}
+		if (uv_is_closing((uv_handle_t *)p))
+			return;
+	}
+	if (w->queued)
+		uv_idle_start(&w->commit_idle, on_commit_idle);
+	else
+		uv_idle_stop(&w->commit_idle);
+}
+
 static void on_tick(uv_timer_t *tm)
 {
 	worker *w = tm->data;
@@ -1299,6 +1350,7 @@ static void worker_main(void *arg)
 
 	snprintf(name, sizeof name, "tally-io-%d", w->idx);
 	prctl(PR_SET_NAME, name, 0, 0, 0);
+	w->tid = pthread_self();
 	uv_run(&w->loop, UV_RUN_DEFAULT);
 }
 
@@ -1376,11 +1428,17 @@ static int worker_init(srv *s, worker *w, int idx, int resp_fd,
 		return -1;
 	if (uv_async_init(&w->loop, &w->wake, on_wake) != 0 ||
 	    uv_timer_init(&w->loop, &w->tick) != 0 ||
-	    uv_idle_init(&w->loop, &w->more_idle) != 0)
+	    uv_idle_init(&w->loop, &w->more_idle) != 0 ||
+	    uv_prepare_init(&w->loop, &w->commit_prep) != 0 ||
+	    uv_idle_init(&w->loop, &w->commit_idle) != 0)
 		return -1;
 	w->wake.data = w;
 	w->tick.data = w;
 	w->more_idle.data = w;
+	w->commit_prep.data = w;
+	w->commit_idle.data = w;
+	if (s->caller_commits)
+		uv_prepare_start(&w->commit_prep, on_prepare);
 	uv_timer_start(&w->tick, on_tick, 1000, 1000);
 	if (w->resp_fd >= 0) {
 		if (listen_on(w, &w->resp_poll, w->resp_fd) != 0)

@@ -154,6 +154,7 @@ const char *cmd_name(size_t i);
 struct srv {
 	srv_config cfg;
 	tally *t;
+	int caller_commits;              /* t opened TALLY_OPEN_CALLER_COMMITS */
 	int workers_n;
 	struct worker **workers;
 	_Atomic uint32_t clients;       /* connected now, both protocols */

@@ -1972,7 +1972,8 @@ struct inc_slot;
 
 struct inc_thread {
 	tally *t;
-	int use_async; /* tally_write_async, else blocking tally_incrby */
+	int use_async; /* tally_write_async (2: and tally_commit every 64),
+	                  else blocking tally_incrby */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	long queued;   /* writes queued (async) */
@@ -2024,10 +2025,18 @@ static void *inc_main(void *arg)
 		th->queued = i + 1;
 		pthread_mutex_unlock(&th->mu);
 		int rc = tally_write_async(th->t, &w, inc_cb, &th->slots[i]);
+		if (rc == TALLY_OK && th->use_async == 2 && i % 64 == 63)
+			rc = tally_commit(th->t);
 		if (rc != TALLY_OK) {
 			th->queue_err = rc;
 			break;
 		}
+	}
+	if (th->use_async == 2) {
+		int rc = tally_commit(th->t);
+
+		if (rc != TALLY_OK && th->queue_err == TALLY_OK)
+			th->queue_err = rc;
 	}
 	pthread_mutex_lock(&th->mu);
 	th->queued = i;
@@ -2103,6 +2112,128 @@ static void test_threads_incrby_async_writes_sync_durability_exact(
 	run_incr_threads(f->t, 1);
 	fx_reopen(f);
 	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS);
+}
+
+/* Callers committing their own writes, 8 threads at once: each one's
+ * commits take the others' writes too, and every write counts once. */
+static void test_threads_incrby_caller_commits_exact(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = { .flags = TALLY_OPEN_CALLER_COMMITS };
+
+	fx_reopen_with(f, &o);
+	run_incr_threads(f->t, 2);
+	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "hot"), (int64_t)NTHREADS * NOPS);
+}
+
+struct on_thread {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t caller;
+	long done, here; /* callbacks run; of them on the caller's thread */
+	int errs;
+};
+
+static void on_thread_cb(void *arg, int err, int64_t result)
+{
+	struct on_thread *o = arg;
+
+	(void)result;
+	pthread_mutex_lock(&o->mu);
+	o->done++;
+	o->here += pthread_equal(pthread_self(), o->caller) != 0;
+	o->errs += err != TALLY_OK;
+	pthread_cond_broadcast(&o->cv);
+	pthread_mutex_unlock(&o->mu);
+}
+
+static long on_thread_get(struct on_thread *o, const long *field)
+{
+	long n;
+
+	pthread_mutex_lock(&o->mu);
+	n = *field;
+	pthread_mutex_unlock(&o->mu);
+	return n;
+}
+
+static void test_caller_commits_on_the_calling_thread(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = { .flags = TALLY_OPEN_CALLER_COMMITS };
+	tally_write w = write_incrby("c", 1, 1);
+	struct on_thread *ot = calloc(1, sizeof *ot);
+	int rounds_here = 0;
+	int64_t v;
+
+	assert_non_null(ot);
+	pthread_mutex_init(&ot->mu, NULL);
+	pthread_cond_init(&ot->cv, NULL);
+	ot->caller = pthread_self();
+	fx_reopen_with(f, &o);
+	CHECK_RC(tally_commit(NULL), TALLY_EINVAL);
+	CHECK_OK(tally_commit(f->t)); /* nothing queued */
+	/* Every write queued before tally_commit() is acknowledged when it
+	 * returns, its callback run here, not on the committer thread, which
+	 * is not woken for them: in the 2 ms before the commit, only its poll
+	 * (every 100 ms) may take a round's writes, 2% of rounds. */
+	for (int r = 0; r < 20; r++) {
+		long before = on_thread_get(ot, &ot->done);
+		long here = on_thread_get(ot, &ot->here);
+
+		for (int i = 0; i < 100; i++)
+			CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
+		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		CHECK_OK(tally_commit(f->t));
+		CHECK_I64(on_thread_get(ot, &ot->done), before + 100);
+		rounds_here += on_thread_get(ot, &ot->here) - here == 100;
+	}
+	if (rounds_here < 16)
+		fail_msg("callbacks on the calling thread in %d of 20 rounds",
+		         rounds_here);
+	CHECK_I64(get_of(f->t, "c"), 2000);
+	/* A write nobody commits is taken by the committer thread's poll. */
+	long here = on_thread_get(ot, &ot->here);
+
+	CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
+	pthread_mutex_lock(&ot->mu);
+	for (int i = 0; i < 50 && ot->done < 2001; i++) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&ot->cv, &ot->mu, &ts);
+	}
+	pthread_mutex_unlock(&ot->mu);
+	CHECK_I64(on_thread_get(ot, &ot->done), 2001);
+	CHECK_I64(on_thread_get(ot, &ot->here), here);
+	/* Blocking writes wake the committer thread, with a write queued
+	 * ahead of them or not. */
+	CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
+	CHECK_OK(tally_incrby(f->t, "c", 1, 1, &v));
+	CHECK_I64(v, 2003);
+	CHECK_I64(on_thread_get(ot, &ot->done), 2002);
+	CHECK_OK(tally_incrby(f->t, "c", 1, 1, &v));
+	CHECK_I64(v, 2004);
+	/* A full queue hands its writes to the committer thread instead of
+	 * waiting for a commit that this very thread would have to make. */
+	o.queue_ops_max = 16;
+	fx_reopen_with(f, &o);
+	pthread_mutex_lock(&ot->mu);
+	ot->done = ot->errs = 0;
+	pthread_mutex_unlock(&ot->mu);
+	for (int i = 0; i < 500; i++)
+		CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
+	CHECK_OK(tally_commit(f->t));
+	CHECK_I64(on_thread_get(ot, &ot->done), 500);
+	pthread_mutex_lock(&ot->mu);
+	CHECK_I64(ot->errs, 0);
+	pthread_mutex_unlock(&ot->mu);
+	CHECK_I64(get_of(f->t, "c"), 2504);
+	pthread_cond_destroy(&ot->cv);
+	pthread_mutex_destroy(&ot->mu);
+	free(ot);
 }
 
 static void test_threads_incrby_blocking_async_durability_exact(
@@ -3719,6 +3850,8 @@ int main(void)
 	    T(test_stats_count_writes),
 	    T(test_threads_incrby_async_writes_sync_durability_exact),
 	    T(test_threads_incrby_blocking_async_durability_exact),
+	    T(test_threads_incrby_caller_commits_exact),
+	    T(test_caller_commits_on_the_calling_thread),
 	    T(test_threads_counter_add_exact),
 	    T(test_threads_like_overlapping_members_exact),
 	    T(test_write_group_is_contiguous_and_one_batch),
