@@ -23,7 +23,7 @@ static const char usage[] =
 "                          only with --requirepass\n"
 "  --resp-port N           RESP port (6380; 0 = off)\n"
 "  --http-port N           HTTP port (8080; 0 = off)\n"
-"  --threads N             I/O threads (number of cores; 1..64)\n"
+"  --threads N             I/O threads (cores - 1, at least 1; 1..64)\n"
 "  --durability MODE       sync: ack after fsync (default); async: ack after\n"
 "                          apply, fsync every --flush-ms\n"
 "  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
@@ -62,8 +62,8 @@ static void defaults(srv_config *c)
 
 	*c = (srv_config){
 		.data_dir = "./data", .bind = "127.0.0.1", .resp_port = 6380,
-		.http_port = 8080, .threads = cores < 1 ? 2 : cores > 64 ?
-		64 : (int)cores, .durability = TALLY_DURABILITY_SYNC,
+		.http_port = 8080, .threads = cores <= 2 ? 1 : cores > 65 ?
+		64 : (int)cores - 1, .durability = TALLY_DURABILITY_SYNC,
 		.flush_ms = 100, .store = "rocksdb", .maxclients = 10000,
 		.max_bulk = 1u << 20, .max_args = 1u << 20,
 		.max_request = 64u << 20, .max_pending = 65536,

@@ -13,9 +13,10 @@ static void banner(const srv *s)
 {
 	const srv_config *c = &s->cfg;
 
-	printf("tallyd %s: data %s, durability %s, %d I/O threads\n",
+	printf("tallyd %s: data %s, durability %s, %d I/O thread%s\n",
 	       TALLY_VERSION_STRING, c->data_dir,
-	       c->durability ? "async" : "sync", s->workers_n);
+	       c->durability ? "async" : "sync", s->workers_n,
+	       s->workers_n == 1 ? "" : "s");
 	if (c->resp_port)
 		printf("  RESP on %s:%d    connect: redis-cli -p %d%s\n",
 		       c->bind, c->resp_port, c->resp_port,

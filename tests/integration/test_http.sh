@@ -292,7 +292,7 @@ assert_match "two pipelined requests answered in order, then closed" \
 section "pipelined writes and reads: in order, each read sees the writes before it"
 # 100 x (incr, get), then 200 gets (past the 128 requests a connection is
 # answered before the loop turns to its other clients), then a get that
-# closes. Reads are answered on the I/O thread, writes in the pool.
+# closes. Reads are answered at once, writes once committed.
 req=""
 for ((i = 0; i < 100; i++)); do
 	req+="POST /v1/counters/piped/incr HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
