@@ -138,12 +138,17 @@ enum tally_open_flags {
 	 *  tally_write_group_async() are committed by their caller, in
 	 *  tally_commit(), instead of waking the committer thread: a server
 	 *  that queues a turn's writes and then commits them on the same
-	 *  thread saves two thread hand-offs per batch, and its callbacks run
-	 *  on that thread. Blocking writes (tally_add(), tally_write_sync(),
-	 *  ...) are still committed by the committer thread, which also takes
-	 *  writes left queued for up to 100 ms by a caller that did not call
-	 *  tally_commit(). With the Redis Cluster store a commit waits for
-	 *  the network, and so does the caller. */
+	 *  thread saves two thread hand-offs per batch, and most of its
+	 *  callbacks run on that thread (see tally_write_cb for where else).
+	 *  A write queued so is acknowledged only once some thread commits
+	 *  it: the caller's tally_commit(), another caller's, or the
+	 *  committer thread, which takes writes left queued for 100 ms.
+	 *  Blocking writes (tally_add(), tally_write_sync(), ...) and
+	 *  tally_sync() are still served by the committer thread. A caller in
+	 *  tally_commit() waits for any commit running (an fsync, in sync
+	 *  durability) and for the committer thread's upkeep (expired IDs,
+	 *  async flushes); with the Redis Cluster store a commit waits for
+	 *  the network. */
 	TALLY_OPEN_CALLER_COMMITS = 1u << 1
 };
 
@@ -483,9 +488,12 @@ typedef struct tally_write {
  * @param err    TALLY_OK or an error of the blocking call of that kind.
  * @param result the kind's result (see enum tally_write_kind), 0 on error.
  * Runs on the thread that commits the write's batch: the engine's committer
- * thread, or a thread in tally_commit(). It must be quick and must not
- * call a blocking write or tally_commit() of the same handle (that would
- * deadlock).
+ * thread, or (TALLY_OPEN_CALLER_COMMITS) any thread in tally_commit(), the
+ * caller's or another's, while that thread holds the engine's commit lock.
+ * It must be quick, and must not call, for the same handle, a blocking
+ * write, tally_sync(), tally_commit() or tally_write_async() (each can
+ * wait for the commit lock: a deadlock), nor take a lock that a thread
+ * may hold while it calls tally_commit().
  */
 typedef void (*tally_write_cb)(void *arg, int err, int64_t result);
 
@@ -521,17 +529,22 @@ TALLY_API int tally_write_group_async(tally *t, const tally_write *ws,
                                       size_t n, tally_write_cb cb, void *arg);
 
 /**
- * Commit queued writes on the calling thread, for a handle opened with
- * TALLY_OPEN_CALLER_COMMITS (on another it does the same, but writes are
- * also committed without it). Takes the writes queued by any thread as
- * batches and applies each, fsynced in sync durability, running their
- * callbacks on this thread, until none wait or after 4 batches (what is
- * left then goes to the committer thread). If another thread is
- * committing, returns at once: that thread takes the writes queued here
- * when its batch ends.
+ * Commit, on the calling thread, every write queued before the call (by
+ * any thread), for a handle opened with TALLY_OPEN_CALLER_COMMITS (on
+ * another it does the same, but writes are committed without it too).
  *
- * @return TALLY_OK; TALLY_EINVAL (t is NULL). A batch's own errors reach
- *         its writes' callbacks.
+ * Waits while another commit runs (an fsync, in sync durability); that
+ * commit may have taken these writes already, and then there is nothing
+ * to do. Otherwise takes the waiting writes, those queued since by other
+ * threads included, as one batch, applies it (fsynced in sync durability)
+ * and runs its callbacks here; again, up to 4 batches, while writes
+ * queued before the call remain (then the committer thread takes the
+ * rest, and this call returns before they are acknowledged). So on return
+ * the callbacks of those writes have run, unless more than 4 batches
+ * (batch_ops_max writes each) were queued.
+ *
+ * @return TALLY_OK; TALLY_EINVAL (t is NULL). A batch's own errors
+ *         (TALLY_EIO, ...) reach its writes' callbacks, not the caller.
  * Must not be called from a write callback.
  */
 TALLY_API int tally_commit(tally *t);

@@ -287,13 +287,15 @@ static int tokens_sweep(tally *t)
 	return TALLY_OK;
 }
 
+/* Committer thread. Each round, and the sweep, holds the commit lock on
+ * its own: callers committing wait for one of them at most. */
 static void tokens_purge(tally *t)
 {
 	purge *p;
 	store_batch b;
 	int rc = TALLY_OK;
 
-	if (t->failed || eng_now_ns() < t->last_purge_ns + 1000000000u)
+	if (eng_now_ns() < t->last_purge_ns + 1000000000u)
 		return;
 	t->last_purge_ns = eng_now_ns();
 	p = malloc(sizeof *p);
@@ -303,22 +305,36 @@ static void tokens_purge(tally *t)
 	 * expire need, up to TOKENS_PURGE_ROUNDS: behind that, expired ones
 	 * would fill memory up to tokens_max. */
 	for (int round = 0; round < TOKENS_PURGE_ROUNDS; round++) {
+		pthread_mutex_lock(&t->commit_lock);
+		if (t->failed) {
+			pthread_mutex_unlock(&t->commit_lock);
+			free(p);
+			return;
+		}
 		p->n = 0;
 		tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX,
 		              purge_one, p);
 		b = (store_batch){ p->ops, p->n, 0 };
 		if (p->n > 0)
 			rc = t->st->vt->apply(t->st, &b);
+		if (store_failure(rc))
+			fail_mark(t, rc);
+		pthread_mutex_unlock(&t->commit_lock);
 		for (size_t i = 0; i < p->n; i++)
 			free((void *)(uintptr_t)p->ops[i].token);
 		if (rc != TALLY_OK || p->n < TOKENS_PURGE_MAX)
 			break;
 	}
 	free(p);
-	if (rc == TALLY_OK)
+	if (rc != TALLY_OK)
+		return;
+	pthread_mutex_lock(&t->commit_lock);
+	if (!t->failed) {
 		rc = tokens_sweep(t);
-	if (store_failure(rc))
-		fail_mark(t, rc);
+		if (store_failure(rc))
+			fail_mark(t, rc);
+	}
+	pthread_mutex_unlock(&t->commit_lock);
 }
 
 /* A token memory let go of within its window (past tokens_max, or out
@@ -642,7 +658,9 @@ static void *committer_main(void *arg)
 		n = batch_take(t, UINT64_MAX);
 		if (n > 0)
 			commit_batch(t, n);
+		pthread_mutex_unlock(&t->commit_lock);
 		tokens_purge(t);
+		pthread_mutex_lock(&t->commit_lock);
 		sync_requests(t, async);
 		recover_maybe(t);
 		pthread_mutex_unlock(&t->commit_lock);

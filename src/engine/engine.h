@@ -136,7 +136,8 @@ struct tally {
 	size_t head, count, busy;
 	int closing;
 	int failed;                  /* store failed: refuse writes (set and
-	                                cleared by the committer only) */
+	                                cleared by the committer, under
+	                                commit_lock and qlock) */
 	int fail_err;                /* ... with this TALLY_EIO/ENOSPC */
 	uint64_t sync_req, sync_done;
 	int sync_err;
@@ -161,7 +162,8 @@ struct tally {
 	hmap *batch_tokens;          /* committer: token -> index in batch */
 	uint64_t last_flush_ns;
 	uint64_t last_purge_ns;
-	uint64_t recover_at_ns;      /* committer: next reopen attempt */
+	uint64_t recover_at_ns;      /* committer: next reopen attempt (read
+	                                by the committer thread alone) */
 
 	/* Striped cells (async durability). */
 	stripe stripes[STRIPES];

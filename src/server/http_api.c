@@ -605,8 +605,8 @@ static void pend_answer(http_pending *p, http_response *rs)
 	}
 }
 
-/* Runs on the engine's committer thread: record, and hand the answer to
- * its caller once the last write is in. */
+/* Runs on the thread that committed the write: record, and hand the
+ * answer to its caller once the last write is in. */
 static void pend_write_done(void *arg, int err, int64_t result)
 {
 	pend_write *r = arg;

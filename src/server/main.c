@@ -64,10 +64,13 @@ int main(int argc, char **argv)
 		o.hot_shards_max = s.cfg.hot_shards_max;
 	}
 	o.checkpoint_kib = s.cfg.checkpoint_kib;
-	/* The I/O threads commit their own writes (net.c, point 9), but not
-	 * over the network: a cluster's round trips would hold up every
-	 * client of the thread. */
-	if (o.store == TALLY_STORE_ROCKSDB) {
+	/* The I/O threads commit their own writes (net.c, point 9) when
+	 * each batch waits for its fsync anyway; not over the network (a
+	 * cluster's round trips would hold up every client of the thread),
+	 * nor in async mode, whose periodic flush, under the commit lock,
+	 * would then hold up the loops instead of only the committer. */
+	if (o.store == TALLY_STORE_ROCKSDB &&
+	    o.durability == TALLY_DURABILITY_SYNC) {
 		o.flags |= TALLY_OPEN_CALLER_COMMITS;
 		s.caller_commits = 1;
 	}

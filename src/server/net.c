@@ -25,11 +25,14 @@
  *  8. An HTTP connection answers one request at a time: a read at once, a
  *     write once its writes complete (they come back through the done
  *     list, carried by one slot that is never in the FIFO).
- *  9. Caller commits (the rocksdb store): the writes a loop's turn queued
- *     are committed by that loop, before it sleeps (on_prepare, through
- *     tally_commit), and its completions are drained at once, so a batch
- *     costs no thread hand-off. Writes of another thread that the commit
- *     took come back through the done list and the wake, as in point 1. */
+ *  9. Caller commits (the rocksdb store, sync durability): the writes a
+ *     loop's turn queued are committed by that loop before it sleeps
+ *     (on_prepare, through tally_commit), and its completions are drained
+ *     at once, so a batch costs no thread hand-off. Meanwhile the loop
+ *     serves nobody: it waits for its fsync, or for another loop's commit
+ *     (which may take its writes too). Completions committed on another
+ *     thread come back through the done list and the wake, as in point 1,
+ *     where "the committer" is whichever thread committed. */
 #define _GNU_SOURCE /* accept4 */
 #include <assert.h>
 #include <errno.h>
@@ -217,7 +220,7 @@ static slot *slot_new(conn *c, int fmt)
 
 static void done_push(worker *w, slot *sl);
 
-/* Committer thread: one write of the slot is done. */
+/* The committing thread (point 9): one write of the slot is done. */
 static void slot_write_done(void *arg, int err, int64_t result)
 {
 	slot *sl = arg;
@@ -234,7 +237,7 @@ static void slot_write_done(void *arg, int err, int64_t result)
 	done_push(w, sl);
 }
 
-/* Committer thread: hand a completed slot to its worker's loop. An HTTP
+/* The committing thread: hand a completed slot to its worker's loop. An HTTP
  * connection has at most one slot out at a time (its c->hslot, for one
  * request's writes), so on_wake meets it once per drain. */
 static void done_push(worker *w, slot *sl)
@@ -836,7 +839,7 @@ static void http_respond(conn *c, const http_response *rs, int keep_alive)
 		c->cl.close_after = 1;
 }
 
-/* Committer thread: the request's writes are all done. */
+/* The committing thread: the request's writes are all done. */
 static void http_writes_done(void *arg)
 {
 	slot *sl = arg;
@@ -1276,8 +1279,9 @@ static void on_wake(uv_async_t *a)
 	worker_maybe_exit(w);
 }
 
-/* Commits a turn may run before the loop polls again: each is an fsync,
- * and the loop's other clients wait for its end. */
+/* tally_commit calls a turn may make before the loop polls again: each
+ * is an fsync or more (up to 4 batches), and the loop's other clients
+ * wait for its end. */
 #define COMMITS_PER_TURN 4
 
 static void on_commit_idle(uv_idle_t *h)

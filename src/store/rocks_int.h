@@ -140,7 +140,8 @@ typedef struct rocks {
 	rocksdb_flushoptions_t *fo_nowait;
 	rocksdb_readoptions_t *ro;
 
-	/* Committer-only state (apply and sync run on one thread). */
+	/* Committer-only state (apply and sync run on one thread at a time,
+	 * under the engine's commit lock). */
 	rocksdb_writebatch_t *wb;
 	hmap *cache_named;   /* key -> rocks_val (v, exists) across batches */
 	hmap *cache_totals;  /* object key -> rocks_val (v) across batches */

@@ -82,7 +82,8 @@ typedef struct store_loader {
 typedef struct store store;
 
 /* The vtable. Every function returns TALLY_OK or a TALLY_E* code.
- * apply() and sync() are called from one thread at a time (the committer);
+ * apply() and sync() are called from one thread at a time (the committer:
+ * whichever thread holds the engine's commit lock);
  * the read functions from any thread, concurrently with them. */
 typedef struct store_vt {
 	const char *name;

@@ -2176,9 +2176,12 @@ static void test_caller_commits_on_the_calling_thread(void **state)
 	CHECK_OK(tally_commit(f->t)); /* nothing queued */
 	/* Every write queued before tally_commit() is acknowledged when it
 	 * returns, its callback run here, not on the committer thread, which
-	 * is not woken for them: in the 2 ms before the commit, only its poll
-	 * (every 100 ms) may take a round's writes, 2% of rounds. */
-	for (int r = 0; r < 20; r++) {
+	 * is not woken for them: in the 2 ms (or, on a loaded machine, more)
+	 * before the commit, only its poll (every 100 ms) may take a round's
+	 * writes. 16 rounds of 100 must run here, in at most 200. */
+	int rounds = 0;
+
+	for (; rounds < 200 && rounds_here < 16; rounds++) {
 		long before = on_thread_get(ot, &ot->done);
 		long here = on_thread_get(ot, &ot->here);
 
@@ -2190,15 +2193,17 @@ static void test_caller_commits_on_the_calling_thread(void **state)
 		rounds_here += on_thread_get(ot, &ot->here) - here == 100;
 	}
 	if (rounds_here < 16)
-		fail_msg("callbacks on the calling thread in %d of 20 rounds",
-		         rounds_here);
-	CHECK_I64(get_of(f->t, "c"), 2000);
+		fail_msg("callbacks on the calling thread in %d of %d rounds",
+		         rounds_here, rounds);
+	const long n = (long)rounds * 100; /* writes so far */
+
+	CHECK_I64(get_of(f->t, "c"), n);
 	/* A write nobody commits is taken by the committer thread's poll. */
 	long here = on_thread_get(ot, &ot->here);
 
 	CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
 	pthread_mutex_lock(&ot->mu);
-	for (int i = 0; i < 50 && ot->done < 2001; i++) {
+	for (int i = 0; i < 50 && ot->done < n + 1; i++) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -2206,16 +2211,16 @@ static void test_caller_commits_on_the_calling_thread(void **state)
 		pthread_cond_timedwait(&ot->cv, &ot->mu, &ts);
 	}
 	pthread_mutex_unlock(&ot->mu);
-	CHECK_I64(on_thread_get(ot, &ot->done), 2001);
+	CHECK_I64(on_thread_get(ot, &ot->done), n + 1);
 	CHECK_I64(on_thread_get(ot, &ot->here), here);
 	/* Blocking writes wake the committer thread, with a write queued
 	 * ahead of them or not. */
 	CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
 	CHECK_OK(tally_incrby(f->t, "c", 1, 1, &v));
-	CHECK_I64(v, 2003);
-	CHECK_I64(on_thread_get(ot, &ot->done), 2002);
+	CHECK_I64(v, n + 3);
+	CHECK_I64(on_thread_get(ot, &ot->done), n + 2);
 	CHECK_OK(tally_incrby(f->t, "c", 1, 1, &v));
-	CHECK_I64(v, 2004);
+	CHECK_I64(v, n + 4);
 	/* A full queue hands its writes to the committer thread instead of
 	 * waiting for a commit that this very thread would have to make. */
 	o.queue_ops_max = 16;
@@ -2230,7 +2235,18 @@ static void test_caller_commits_on_the_calling_thread(void **state)
 	pthread_mutex_lock(&ot->mu);
 	CHECK_I64(ot->errs, 0);
 	pthread_mutex_unlock(&ot->mu);
-	CHECK_I64(get_of(f->t, "c"), 2504);
+	CHECK_I64(get_of(f->t, "c"), n + 504);
+	/* Async durability: acknowledged at the apply, kept by tally_sync. */
+	o.queue_ops_max = 0;
+	o.durability = TALLY_DURABILITY_ASYNC;
+	fx_reopen_with(f, &o);
+	for (int i = 0; i < 100; i++)
+		CHECK_OK(tally_write_async(f->t, &w, on_thread_cb, ot));
+	CHECK_OK(tally_commit(f->t));
+	CHECK_I64(on_thread_get(ot, &ot->done), 600);
+	CHECK_OK(tally_sync(f->t));
+	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "c"), n + 604);
 	pthread_cond_destroy(&ot->cv);
 	pthread_mutex_destroy(&ot->mu);
 	free(ot);
