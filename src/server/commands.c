@@ -121,15 +121,22 @@ static int key_ok(cmd_ctx *c, size_t len)
 }
 
 /* Redis's two answers for a container command (CLIENT, COMMAND, CONFIG):
- * a known subcommand with the wrong arity, or an unknown one. */
-static void reply_subcommand(cmd_ctx *c, const char *cmd, const char *sub,
-                             size_t len, const char *const *known)
+ * a known subcommand with the wrong arity, or an unknown one. argc is the
+ * command's, so HELP takes no arguments, as in Redis. */
+static void reply_subcommand(cmd_ctx *c, const char *cmd, size_t argc,
+                             const char *sub, size_t len,
+                             const char *const *known)
 {
 	const char *upper = cmd[0] == 'c' && cmd[1] == 'l' ? "CLIENT" :
 	                    cmd[2] == 'm' ? "COMMAND" : "CONFIG";
 
 	/* X HELP, which the error below points to: the subcommands there are,
 	 * one line each, as Redis lists them. */
+	if (arg_is(sub, len, "help") && argc > 2) {
+		reply_errorf(c->out, "ERR wrong number of arguments for "
+		             "'%s|help' command", cmd);
+		return;
+	}
 	if (arg_is(sub, len, "help")) {
 		size_t n = 0;
 		char line[64];
@@ -370,7 +377,8 @@ static void cmd_client(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		static const char *const known[] = { "id", "getname", "setname",
 		                                     "setinfo", NULL };
 
-		reply_subcommand(c, "client", argv[1], lens[1], known);
+		reply_subcommand(c, "client", argc, argv[1], lens[1],
+		                 known);
 	}
 }
 
@@ -426,7 +434,8 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	if (argc < 3 || !arg_is(argv[1], lens[1], "get")) {
 		static const char *const known[] = { "get", NULL };
 
-		reply_subcommand(c, "config", argv[1], lens[1], known);
+		reply_subcommand(c, "config", argc, argv[1], lens[1],
+		                 known);
 		return;
 	}
 	for (size_t k = 0; k < 3; k++)
@@ -1149,7 +1158,8 @@ static void cmd_command(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	} else {
 		static const char *const known[] = { "count", "docs", NULL };
 
-		reply_subcommand(c, "command", argv[1], lens[1], known);
+		reply_subcommand(c, "command", argc, argv[1], lens[1],
+		                 known);
 	}
 }
 

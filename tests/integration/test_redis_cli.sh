@@ -87,6 +87,9 @@ assert_match "CONFIG HELP lists GET" '^CONFIG <subcommand> .* GET HELP$' \
 	"$(rcli config help | paste -sd' ')"
 assert_match "COMMAND HELP lists COUNT and DOCS" \
 	'^COMMAND <subcommand> .* COUNT DOCS HELP$' "$(rcli command help | paste -sd' ')"
+assert_eq "CLIENT HELP takes no arguments, as in Redis" \
+	"(error) ERR wrong number of arguments for 'client|help' command" \
+	"$(rcn client help extra)"
 assert_eq "CONFIG SET says why it is refused" \
 	"(error) ERR CONFIG SET is not supported: tally is configured by flags (see tallyd --help)" \
 	"$(rcn config set save '')"
