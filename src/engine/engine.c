@@ -95,6 +95,13 @@ static void op_bind(eng_op *e)
 	e->op.token = e->op.token_len ? p + e->op.key_len : NULL;
 }
 
+/* Caller commits: hand what waits to the committer thread (qlock held). */
+static void kick_locked(tally *t)
+{
+	t->kick = 1;
+	pthread_cond_signal(&t->not_empty);
+}
+
 /* Queue n ops as one group: contiguous in the ring, so no other write
  * falls between them, and never split across batches (batch_take), so the
  * store applies them in one atomic batch. wait: the caller will wait for
@@ -113,10 +120,8 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 	while (cap - t->count < n && !t->closing && !t->failed) {
 		/* Nobody may be committing: the holder of the ring's writes
 		 * could be this very thread, between two tally_commit(). */
-		if (t->caller_commits) {
-			t->kick = 1;
-			pthread_cond_signal(&t->not_empty);
-		}
+		if (t->caller_commits)
+			kick_locked(t);
 		pthread_cond_wait(&t->not_full, &t->qlock);
 	}
 	if (t->closing || t->failed) {
@@ -152,10 +157,8 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 		t->count += n;
 		t->queued_total += n;
 		if (t->caller_commits) {
-			if (wait) {
-				t->kick = 1;
-				pthread_cond_signal(&t->not_empty);
-			}
+			if (wait)
+				kick_locked(t);
 		} else if (was_idle) {
 			pthread_cond_signal(&t->not_empty);
 		}
@@ -308,8 +311,8 @@ static void tokens_purge(tally *t)
 		pthread_mutex_lock(&t->commit_lock);
 		if (t->failed) {
 			pthread_mutex_unlock(&t->commit_lock);
-			free(p);
-			return;
+			rc = t->fail_err; /* no sweep either */
+			break;
 		}
 		p->n = 0;
 		tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX,
@@ -1026,10 +1029,8 @@ int tally_commit(tally *t)
 	/* More than ENG_COMMIT_ROUNDS batches of writes: the committer
 	 * thread takes the rest, this caller goes back to its clients. */
 	pthread_mutex_lock(&t->qlock);
-	if (t->taken_total < mine) {
-		t->kick = 1;
-		pthread_cond_signal(&t->not_empty);
-	}
+	if (t->taken_total < mine)
+		kick_locked(t);
 	pthread_mutex_unlock(&t->qlock);
 	return TALLY_OK;
 }

@@ -132,14 +132,15 @@ static void reply_subcommand(cmd_ctx *c, const char *cmd, size_t argc,
 
 	/* X HELP, which the error below points to: the subcommands there are,
 	 * one line each, as Redis lists them. */
-	if (arg_is(sub, len, "help") && argc > 2) {
-		reply_errorf(c->out, "ERR wrong number of arguments for "
-		             "'%s|help' command", cmd);
-		return;
-	}
 	if (arg_is(sub, len, "help")) {
 		size_t n = 0;
 		char line[64];
+
+		if (argc > 2) {
+			reply_errorf(c->out, "ERR wrong number of arguments "
+			             "for '%s|help' command", cmd);
+			return;
+		}
 
 		while (known[n] != NULL)
 			n++;
