@@ -4,6 +4,7 @@
  * and fails loudly: a benchmark that counts wrong is worse than none. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -47,6 +48,12 @@
 #define WALK_ENTRIES_MAX 100000
 #define CF_MAX 16
 #define MISMATCH_SHOWN 5
+/* disk-flush: records of about a batch of INCRs at -P 16 (a few hundred
+ * journal entries), written in place over a file zeroed and synced first,
+ * so that each fdatasync writes the record alone, as the journal's do. */
+#define FLUSH_REC 3000
+#define FLUSH_FILE ((size_t)16 << 20)
+#define FLUSH_SAMPLES_MAX (1u << 20)
 
 #define HOT_KEY "hot"
 #define HOT_KEY_LEN 3
@@ -63,7 +70,8 @@ enum kind {
 	K_LIKE,     /* pipelined ADD of likes */
 	K_STRIPED,  /* blocking tally_counter_add of one key */
 	K_INCRBY,   /* blocking tally_incrby of one key */
-	K_BYTES     /* a fixed number of likes, then bytes on disk */
+	K_BYTES,    /* a fixed number of likes, then bytes on disk */
+	K_FLUSH     /* no libtally: one durable write's cost on this disk */
 };
 
 typedef struct workload {
@@ -96,6 +104,8 @@ static const workload workloads[] = {
 	  "ADD like on one article by member 1..10M, pipelined" },
 	{ "bytes-per-like", K_BYTES, TALLY_DURABILITY_SYNC, 1, LIKE_CONTENTS,
 	  "--likes likes pipelined, close, bytes on disk per like" },
+	{ "disk-flush", K_FLUSH, TALLY_DURABILITY_SYNC, 1, 0,
+	  "3000 bytes pwritten in place + fdatasync, one at a time" },
 };
 #define WORKLOADS_N (sizeof workloads / sizeof workloads[0])
 
@@ -901,7 +911,8 @@ static void emit_common(emit *e, const config *c, const workload *wl,
                         const result *res)
 {
 	const tally_stats *st = &res->st;
-	int pipelined = wl->kind != K_STRIPED && wl->kind != K_INCRBY;
+	int pipelined = wl->kind != K_STRIPED && wl->kind != K_INCRBY &&
+	                wl->kind != K_FLUSH;
 
 	emit_str(e, "name", wl->name);
 	emit_str(e, "durability",
@@ -1110,6 +1121,107 @@ static int bytes_run(const config *c, const workload *wl, const char *path)
 	return rc;
 }
 
+/* ---- disk-flush ----------------------------------------------------------- */
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = pwrite(fd, buf, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* What one synced batch of the journal costs this disk, without libtally
+ * around it: every figure of a sync workload (and of tallyd against a
+ * Redis that never fsyncs) moves with it. */
+static int flush_run(const config *c, const workload *wl, const char *path)
+{
+	static uint8_t zeros[1 << 16];
+	uint8_t rec[FLUSH_REC];
+	char file[PATH_CAP];
+	uint64_t *lat = NULL, t0, t_end, sum = 0;
+	size_t n = 0;
+	off_t off = 0;
+	result res = { 0 };
+	emit e;
+	int fd, rc = -1;
+
+	if (snprintf(file, sizeof file, "%s/flush.dat", path) >= (int)sizeof file) {
+		fprintf(stderr, "tally_bench: --dir too long\n");
+		return -1;
+	}
+	fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	lat = malloc(FLUSH_SAMPLES_MAX * sizeof *lat);
+	if (fd < 0 || lat == NULL) {
+		fprintf(stderr, "tally_bench: %s: %s\n", file,
+		        fd < 0 ? strerror(errno) : "out of memory");
+		goto out;
+	}
+	for (size_t o = 0; o < FLUSH_FILE; o += sizeof zeros)
+		if (write_all(fd, zeros, sizeof zeros, (off_t)o) != 0)
+			goto io_err;
+	if (fsync(fd) != 0)
+		goto io_err;
+	for (size_t i = 0; i < sizeof rec; i++)
+		rec[i] = (uint8_t)(i * 131u + 7u); /* not zeros: a real write */
+	t0 = now_ns();
+	t_end = t0 + c->seconds * 1000000000u;
+	while (n < FLUSH_SAMPLES_MAX) {
+		uint64_t a = now_ns(), b;
+
+		if (a >= t_end)
+			break;
+		if ((size_t)off + sizeof rec > FLUSH_FILE)
+			off = 0;
+		if (write_all(fd, rec, sizeof rec, off) != 0 ||
+		    fdatasync(fd) != 0)
+			goto io_err;
+		b = now_ns();
+		lat[n++] = b - a;
+		sum += b - a;
+		off += (off_t)sizeof rec;
+	}
+	res.seconds = (double)(now_ns() - t0) / 1e9;
+	res.ops = n;
+	res.st.syncs = n;
+	res.st.sync_ns_total = sum;
+	res.capped = n == FLUSH_SAMPLES_MAX;
+	qsort(lat, n, sizeof *lat, u64_cmp);
+	emit_begin(&e, c->json);
+	emit_common(&e, c, wl, &res);
+	emit_u64(&e, "write_bytes", sizeof rec);
+	emit_f(&e, "fsync_p50_ms", n ? (double)lat[n / 2] / 1e6 : 0.0);
+	emit_f(&e, "fsync_p99_ms", n ? (double)lat[n - 1 - n / 100] / 1e6 : 0.0);
+	emit_end(&e);
+	rc = n > 0 ? 0 : -1;
+	if (n == 0)
+		fprintf(stderr, "tally_bench: disk-flush: no write in %" PRIu64
+		        " s\n", c->seconds);
+	goto out;
+io_err:
+	fprintf(stderr, "tally_bench: %s: %s\n", file, strerror(errno));
+out:
+	if (fd >= 0)
+		close(fd);
+	free(lat);
+	return rc;
+}
+
 /* ---- command line -------------------------------------------------------- */
 
 static void usage_print(FILE *f)
@@ -1274,6 +1386,7 @@ int main(int argc, char **argv)
 		if (db_dir_make(&c, wl, path) != 0)
 			return 1;
 		rc = wl->kind == K_BYTES ? bytes_run(&c, wl, path)
+		   : wl->kind == K_FLUSH ? flush_run(&c, wl, path)
 		                         : timed_run(&c, wl, path);
 		if (!c.keep)
 			dir_remove(path);

@@ -46,7 +46,8 @@ TMP=$(mktemp -d -p "$BENCH_DIR" tally-compare-XXXXXX)
 chmod 755 "$TMP"
 RAW=$TMP/raw.tsv     # round system workload rps p50_ms p99_ms
 SIZES=$TMP/sizes.tsv # key value
-: >"$RAW"; : >"$SIZES"
+FLUSH=$TMP/flush.tsv # fsync_ms p99_ms: one line per disk-flush probe
+: >"$RAW"; : >"$SIZES"; : >"$FLUSH"
 
 # Servers we started, so that any exit stops them.
 TALLY_PID=""; REDIS_PID=""; PG_UP=""
@@ -214,13 +215,26 @@ pg_round() { # round
 	record "$r" postgresql read-half "$res"
 }
 
+# What one durable write costs this disk now (tally_bench disk-flush: a
+# record written in place and fdatasynced, as the journal does): tallyd's
+# durable figures against a Redis that never fsyncs move with it, and it
+# moves from hour to hour here.
+flush_probe() {
+	mkdir -p "$TMP/df"
+	"$BUILD/tally_bench" --json --seconds 2 --dir "$TMP/df" disk-flush |
+		tr ',' '\n' | tr -d '{}"' |
+		awk -F: '$1 == "fsync_ms" { m = $2 } $1 == "fsync_p99_ms" { p = $2 } END { print m, p }' >>"$FLUSH"
+}
+
 run_system() { # round system
 	local r=$1 s=$2 port
 	port=$(free_port)
 	case $s in
 	tally)
+		flush_probe
 		rm -rf "$TMP/tally"; start_tally "$TMP/tally" "$port"
-		resp_round "$r" tally "$port"; stop_tally ;;
+		resp_round "$r" tally "$port"; stop_tally
+		flush_probe ;;
 	redis-*)
 		rm -rf "$TMP/redis"; start_redis "${s#redis-}" "$TMP/redis" "$port"
 		resp_round "$r" "$s" "$port"; stop_redis "$port" ;;
@@ -340,6 +354,16 @@ RESP_WORKLOADS="incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max"
 pg_of() { case $1 in like-p16) echo like-c16 ;; like-hot-p16) echo like-hot-c16 ;; read-max) echo read-max ;; *) echo - ;; esac; }
 get() { awk -F'\t' -v s="$1" -v w="$2" -v c="${3:-3}" '$1 == s && $2 == w { print $c; f = 1 } END { if (!f) print 0 }' "$TMP/med.tsv"; }
 sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZES"; }
+flush_stat() { # 1: median of the averages, 2: median of the p99s, min, max
+	awk -v c="$1" '{ a[NR] = (c == 2 ? $2 : $1) }
+	END {
+		if (NR == 0) { print "-"; exit }
+		for (i = 2; i <= NR; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+		if (c == "min") v = a[1]; else if (c == "max") v = a[NR]
+		else v = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+		printf "%.3f\n", v
+	}' "$FLUSH"
+}
 
 # Chart: median throughput per workload (log scale), one bar per system.
 mkdir -p "$ROOT/docs"
@@ -415,6 +439,11 @@ P99=$(get tally read-half 5)
 	echo "- Machine: $(nproc) CPUs ($CPU), $MEM RAM, $(uname -sr). Client and server share"
 	echo "  the 2 cores. Load average before: $LOAD0, after: $LOAD1 (other"
 	echo "  builds and tests may run at the same time: treat differences under ~20% as noise)."
+	echo "- Disk: one durable write of 3,000 bytes (\`tally_bench --seconds 2 disk-flush\`:"
+	echo "  pwrite in place + fdatasync, as tallyd's journal does; before and after each"
+	echo "  tallyd round) took $(flush_stat 1) ms (median of $(wc -l <"$FLUSH") probes; probe averages"
+	echo "  $(flush_stat min) to $(flush_stat max) ms, p99 $(flush_stat 2) ms). Each synced batch of"
+	echo "  tallyd waits for one; a Redis without persistence never does."
 	echo "- tallyd: Release build, tree $REV, \`tallyd --data DIR --resp-port P --http-port 0\`"
 	echo "  (durability sync: acknowledged after fsync, group commit)."
 	echo "- Redis $REDISV, \`redis-server --port P --bind 127.0.0.1 --save ''\` plus:"
