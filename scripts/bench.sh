@@ -146,10 +146,12 @@ function commas(x,    s, r) {          # 1234567 -> 1,234,567
 	while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
 	return s r
 }
-function row(n,    e, b) {
-	# disk-flush writes no store entries and makes no batches.
-	e = n == "disk-flush" ? "-" : sprintf("%.4f", get(n, "entries_per_op"))
-	b = n == "disk-flush" ? "-" : sprintf("%.1f", get(n, "avg_batch"))
+function row(n,    none, e, b) {
+	# A workload without libtally writes (disk-flush) has no entries or
+	# batches to show.
+	none = get(n, "writes") == 0
+	e = none ? "-" : sprintf("%.4f", get(n, "entries_per_op"))
+	b = none ? "-" : sprintf("%.1f", get(n, "avg_batch"))
 	printf "| %s | %s | %s - %s | %d | %s | %s | %.2f |\n", n, commas(get(n, "ops_per_s")),
 	       commas(lo_of[n]), commas(hi_of[n]), runs_of[n], e, b, get(n, "fsync_ms")
 }

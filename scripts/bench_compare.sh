@@ -113,6 +113,8 @@ pg_fresh_db() { # drop and create the bench database with the schema
 }
 
 # ---- clients ----------------------------------------------------------
+# tally_bench --json's flat object, one "key:value" line per field.
+json_kv() { tr ',' '\n' | tr -d '{}"'; }
 # redis-benchmark --csv: "test","rps","avg","min","p50","p95","p99","max"
 rb() { # port n clients pipeline r args... -> "rps p50 p99"
 	local port=$1 n=$2 c=$3 p=$4 r=$5; shift 5
@@ -221,8 +223,7 @@ pg_round() { # round
 # moves from hour to hour here.
 flush_probe() {
 	mkdir -p "$TMP/df"
-	"$BUILD/tally_bench" --json --seconds 2 --dir "$TMP/df" disk-flush |
-		tr ',' '\n' | tr -d '{}"' |
+	"$BUILD/tally_bench" --json --seconds 2 --dir "$TMP/df" disk-flush | json_kv |
 		awk -F: '$1 == "fsync_ms" { m = $2 } $1 == "fsync_p99_ms" { p = $2 }
 		END { if (m == "" || p == "") exit 1; print m, p }' >>"$FLUSH"
 }
@@ -261,7 +262,7 @@ mkdir -p "$TMP/tb"
 t=$(now_ms)
 "$BUILD/tally_bench" --json --keep --dir "$TMP/tb" --likes "$SIZE_LIKES" bytes-per-like >"$TMP/tb.json"
 echo "tally_load_likes_ms $(( $(now_ms) - t ))" >>"$SIZES"
-tr ',' '\n' <"$TMP/tb.json" | tr -d '{}"' | awk -F: '$1 ~ /^(stored|closed_bytes|closed_bytes_per_like|closed_bytes_per_stored_like|compacted_bytes|compacted_bytes_per_stored_like|reopened_bytes_per_stored_like)$/ { print "tally_" $1, $2 }' >>"$SIZES"
+json_kv <"$TMP/tb.json" | awk -F: '$1 ~ /^(stored|closed_bytes|closed_bytes_per_like|closed_bytes_per_stored_like|compacted_bytes|compacted_bytes_per_stored_like|reopened_bytes_per_stored_like)$/ { print "tally_" $1, $2 }' >>"$SIZES"
 port=$(free_port)
 TB=$(ls -d "$TMP"/tb/tally-bench-bytes-per-like-*)
 echo "tally_kept_bytes $(size_of "$TB")" >>"$SIZES"
@@ -286,7 +287,7 @@ if [ "$RESTART_EVENTS" -gt 0 ]; then
 	t=$(now_ms)
 	"$BUILD/tally_bench" --json --keep --dir "$TMP/tr" --likes "$RESTART_EVENTS" bytes-per-like >"$TMP/tr.json"
 	echo "tally_big_load_ms $(( $(now_ms) - t ))" >>"$SIZES"
-	tr ',' '\n' <"$TMP/tr.json" | tr -d '{}"' | awk -F: '$1 == "stored" { print "tally_big_stored", $2 } $1 == "compacted_bytes" { print "tally_big_bytes", $2 }' >>"$SIZES"
+	json_kv <"$TMP/tr.json" | awk -F: '$1 == "stored" { print "tally_big_stored", $2 } $1 == "compacted_bytes" { print "tally_big_bytes", $2 }' >>"$SIZES"
 	TR=$(ls -d "$TMP"/tr/tally-bench-bytes-per-like-*)
 	t=$(now_ms); start_tally "$TR" "$port"
 	echo "tally_big_restart_ms $(( $(now_ms) - t ))" >>"$SIZES"
@@ -355,16 +356,19 @@ RESP_WORKLOADS="incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max"
 pg_of() { case $1 in like-p16) echo like-c16 ;; like-hot-p16) echo like-hot-c16 ;; read-max) echo read-max ;; *) echo - ;; esac; }
 get() { awk -F'\t' -v s="$1" -v w="$2" -v c="${3:-3}" '$1 == s && $2 == w { print $c; f = 1 } END { if (!f) print 0 }' "$TMP/med.tsv"; }
 sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZES"; }
-flush_stat() { # 1: median of the averages, 2: median of the p99s, min, max
-	awk -v c="$1" '{ a[NR] = (c == 2 ? $2 : $1) }
-	END {
-		if (NR == 0) { print "-"; exit }
-		for (i = 2; i <= NR; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-		if (c == "min") v = a[1]; else if (c == "max") v = a[NR]
-		else v = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
-		printf "%.3f\n", v
-	}' "$FLUSH"
+# The disk-flush probes: median, min and max of their averages, median of
+# their p99s, and how many ("-" for each figure when there were none).
+read -r FL_MED FL_MIN FL_MAX FL_P99 FL_N < <(awk '
+function sort(a, n,    i, j, t) {
+	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
 }
+function med(a, n) { return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+{ m[NR] = $1; p[NR] = $2 }
+END {
+	if (NR == 0) { print "- - - - 0"; exit }
+	sort(m, NR); sort(p, NR)
+	printf "%.3f %.3f %.3f %.3f %d\n", med(m, NR), m[1], m[NR], med(p, NR), NR
+}' "$FLUSH")
 
 # Chart: median throughput per workload (log scale), one bar per system.
 mkdir -p "$ROOT/docs"
@@ -442,8 +446,8 @@ P99=$(get tally read-half 5)
 	echo "  builds and tests may run at the same time: treat differences under ~20% as noise)."
 	echo "- Disk: one durable write of 3,000 bytes (\`tally_bench --seconds 2 disk-flush\`:"
 	echo "  pwrite in place + fdatasync, as tallyd's journal does; before and after each"
-	echo "  tallyd round) took $(flush_stat 1) ms (median of $(wc -l <"$FLUSH") probes; probe averages"
-	echo "  $(flush_stat min) to $(flush_stat max) ms, median p99 $(flush_stat 2) ms). Each synced batch of"
+	echo "  tallyd round) took $FL_MED ms (median of $FL_N probes; probe averages"
+	echo "  $FL_MIN to $FL_MAX ms, median p99 $FL_P99 ms). Each synced batch of"
 	echo "  tallyd waits for one; a Redis without persistence never does."
 	echo "- tallyd: Release build, tree $REV, \`tallyd --data DIR --resp-port P --http-port 0\`"
 	echo "  (durability sync: acknowledged after fsync, group commit)."
