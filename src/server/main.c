@@ -93,6 +93,8 @@ int main(int argc, char **argv)
 	if (net_start(&s) != 0) {
 		fprintf(stderr, "tallyd: cannot start the network\n");
 		tally_close(s.t);
+		net_free(&s);
+		secret_clear(&s.pass);
 		return 1;
 	}
 	banner(&s);

@@ -110,6 +110,8 @@ typedef struct worker {
 	slot *spare;              /* freed slots, for the next commands */
 	size_t spare_n;
 	int stopping;
+	int loop_on;              /* loop initialised: net_free closes it */
+	int ran;                  /* its thread was started */
 } worker;
 
 struct conn {
@@ -1426,8 +1428,10 @@ static int worker_init(srv *s, worker *w, int idx, int resp_fd,
 	w->resp_fd = idx == 0 ? resp_fd : -1;
 	w->http_fd = idx == 0 ? http_fd : -1;
 	rbuf_init(&w->scratch, s->cfg.max_output, 2);
-	if (uv_loop_init(&w->loop) != 0 ||
-	    pthread_mutex_init(&w->done_lock, NULL) != 0 ||
+	if (uv_loop_init(&w->loop) != 0)
+		return -1;
+	w->loop_on = 1;
+	if (pthread_mutex_init(&w->done_lock, NULL) != 0 ||
 	    pthread_mutex_init(&w->inbox_lock, NULL) != 0)
 		return -1;
 	if (uv_async_init(&w->loop, &w->wake, on_wake) != 0 ||
@@ -1500,11 +1504,31 @@ static int net_workers_start(srv *s, int resp_fd, int http_fd)
 		    worker_init(s, s->workers[i], i, resp_fd, http_fd) != 0)
 			return -1;
 	}
-	for (int i = 0; i < s->workers_n; i++)
-		if (uv_thread_create(&s->workers[i]->thread, worker_main,
-		                     s->workers[i]) != 0)
+	for (int i = 0; i < s->workers_n; i++) {
+		int rc = uv_thread_create(&s->workers[i]->thread, worker_main,
+		                          s->workers[i]);
+
+		if (rc != 0) {
+			srv_log(&s->cfg, LOG_ERROR,
+			        "cannot start I/O thread %d of %d: %s", i + 1,
+			        s->workers_n, uv_strerror(rc));
+			/* The ones running serve the sockets and the handle:
+			 * they must be gone before the caller closes it. */
+			net_stop(s);
+			for (int k = 0; k < i; k++)
+				uv_thread_join(&s->workers[k]->thread);
 			return -1;
+		}
+		s->workers[i]->ran = 1;
+	}
 	return 0;
+}
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
 }
 
 void net_stop(srv *s)
@@ -1528,7 +1552,14 @@ void net_free(srv *s)
 
 		if (w == NULL)
 			continue;
-		uv_loop_close(&w->loop);
+		/* A loop whose thread never ran (a failed start) still has
+		 * its handles: close them, and let it run their callbacks. */
+		if (w->loop_on && uv_loop_close(&w->loop) == UV_EBUSY) {
+			assert(!w->ran);
+			uv_walk(&w->loop, close_handle, NULL);
+			uv_run(&w->loop, UV_RUN_DEFAULT);
+			uv_loop_close(&w->loop);
+		}
 		pthread_mutex_destroy(&w->done_lock);
 		pthread_mutex_destroy(&w->inbox_lock);
 		if (w->resp_fd >= 0)

@@ -13,7 +13,10 @@
 #     is applied exactly once;
 #  3. SIGTERM while the store is failed exits 0; recovery by restart;
 #  4. load, EIO for good, kill -9, restart without the shim: every
-#     acknowledged write of every round is there.
+#     acknowledged write of every round is there;
+#  5. an I/O thread that cannot start (tests/fault/faultthread.so): tallyd
+#     says which, stops the threads already running, closes the store and
+#     exits 1; the data is intact on the next start.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
 need_cmd redis-cli curl
@@ -274,5 +277,29 @@ assert_eq "without the shim: the store is ok" "ok" "$(store_status)"
 verify 2
 assert_eq "the counter of part 1 is intact" "10" "$(rcli get f:a)"
 assert_eq "the like of part 2 is there once" "1" "$(rcli tally.count article like 7)"
+stop_and_check
+
+section "5. an I/O thread that cannot start"
+TSHIM=$BUILD_DIR/faultthread.so
+[ -f "$TSHIM" ] || fail "the thread shim is built ($TSHIM)"
+# The first thread fails (nothing started), then the second (the first
+# is running, serving the listening sockets, and must be stopped).
+for nth in 1 2; do
+	rc=0
+	LD_PRELOAD=$TSHIM TALLY_FAULT_UV_THREAD=$nth timeout 60 "$TALLYD" \
+		--data "$DATA" --bind 127.0.0.1 --resp-port "$(pick_port)" \
+		--http-port "$(pick_port)" --threads 2 "${STORE_ARGS[@]}" \
+		>"$TMP/thread.$nth.log" 2>&1 || rc=$?
+	log=$(cat "$TMP/thread.$nth.log")
+	assert_eq "thread $nth of 2 fails: tallyd exits 1" "1" "$rc"
+	assert_contains "thread $nth: the log says which" "$log" \
+		"cannot start I/O thread $nth of 2: resource temporarily unavailable"
+	assert_contains "thread $nth: and that the network did not start" \
+		"$log" "tallyd: cannot start the network"
+	assert_not_contains "thread $nth: no sanitizer report" "$log" "Sanitizer"
+done
+start_tallyd "$DATA"
+assert_eq "after the failed starts: the counter is intact" "10" "$(rcli get f:a)"
+assert_eq "and the like" "1" "$(rcli tally.count article like 7)"
 stop_and_check
 finish
