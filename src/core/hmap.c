@@ -76,7 +76,17 @@ struct hmap {
 	hmap_block *blocks; /* arena: in use, the one being carved first */
 	hmap_block *spare;  /* arena: emptied by hmap_clear, for reuse */
 	size_t block_bytes; /* arena: of all its blocks, in use or spare */
+	unsigned small_clears; /* hmap_clear()s in a row that found it small */
+	size_t small_peak;     /* the most entries any of those found */
 };
+
+/* A map cleared this many times in a row while holding at most an eighth
+ * of what its table was grown for gets a smaller table. A batch overlay
+ * (cleared after every batch) keeps the table of its largest batch, and
+ * iteration and clearing walk every slot of it: after one burst, each
+ * small batch paid for the burst's table. Waiting for a run of small
+ * clears keeps maps whose sizes alternate from regrowing each time. */
+#define HMAP_SHRINK_AFTER 16
 
 uint64_t hash_bytes(const void *p, size_t len)
 {
@@ -229,14 +239,63 @@ void hmap_free(hmap *m)
 	free(m);
 }
 
+/* Smallest table (a power of two, at least HMAP_CAP_MIN) that takes count
+ * entries without doubling. */
+static size_t cap_for(size_t count)
+{
+	size_t cap = HMAP_CAP_MIN;
+
+	while ((count + 1) * HMAP_LOAD_DEN * 2 > cap * HMAP_LOAD_NUM)
+		cap *= 2;
+	return cap;
+}
+
+/* After a run of small clears, a new empty table with room for twice the
+ * run's largest count; 0 if it replaced the old one, -1 if not (out of
+ * memory: the old one stays, and is emptied by the caller). */
+static int shrink(hmap *m)
+{
+	size_t cap = cap_for(m->small_peak) * 2;
+	hmap_slot *slots;
+
+	if (cap >= m->cap)
+		return -1;
+	slots = mem_alloc(cap * sizeof(hmap_slot), 1);
+	if (slots == NULL)
+		return -1;
+	free(m->slots);
+	m->slots = slots;
+	m->cap = cap;
+	return 0;
+}
+
 void hmap_clear(hmap *m)
 {
 	assert(m != NULL);
 	assert(m->slots != NULL);
+	size_t had = m->count;
+
 	free_entries(m);
-	memset(m->slots, 0, m->cap * sizeof(hmap_slot));
 	m->count = 0;
 	m->tombs = 0;
+	if (m->cap > HMAP_CAP_MIN && cap_for(had) <= m->cap / 8) {
+		if (m->small_clears++ == 0 || had > m->small_peak)
+			m->small_peak = had;
+		if (m->small_clears >= HMAP_SHRINK_AFTER) {
+			m->small_clears = 0;
+			if (shrink(m) == 0)
+				return; /* the new table is empty */
+		}
+	} else {
+		m->small_clears = 0;
+	}
+	memset(m->slots, 0, m->cap * sizeof(hmap_slot));
+}
+
+size_t hmap_capacity(const hmap *m)
+{
+	assert(m != NULL);
+	return m->cap;
 }
 
 size_t hmap_count(const hmap *m)

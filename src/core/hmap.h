@@ -33,9 +33,14 @@ void *hmap_get(const hmap *m, const void *key, size_t len);
 void *hmap_put(hmap *m, const void *key, size_t len, int *inserted);
 /* Remove key; returns 1 if it was there. */
 int hmap_del(hmap *m, const void *key, size_t len);
-/* Remove every entry, keeping the table's capacity. */
+/* Remove every entry. The table keeps its capacity, unless the last
+ * HMAP_SHRINK_AFTER (hmap.c) clears each found the map at most an eighth
+ * as full as its table allows: then it gets a smaller one. */
 void hmap_clear(hmap *m);
 size_t hmap_count(const hmap *m);
+/* Slots in the table (a power of two): what iteration and hmap_clear
+ * walk. */
+size_t hmap_capacity(const hmap *m);
 
 /* Hint that key is about to be looked up: with deep == 0, start loading
  * the slot where its probe begins; with deep != 0 (a second pass, once the

@@ -974,6 +974,59 @@ static void test_hmap_clear(void **state)
 	hmap_free(m);
 }
 
+/* put n keys from base on, then clear. */
+static void fill_and_clear(hmap *m, uint64_t base, uint64_t n)
+{
+	for (uint64_t i = base; i < base + n; i++)
+		assert_non_null(hmap_put(m, &i, sizeof(i), NULL));
+	assert_int_equal(hmap_count(m), n);
+	hmap_clear(m);
+	assert_int_equal(hmap_count(m), 0);
+}
+
+/* A table grown by one burst is given back after a run of 16 small clears
+ * (not before, and not when a big clear breaks the run), and the smaller
+ * table works as any. */
+static void test_hmap_clear_shrinks_after_small_clears(void **state)
+{
+	hmap *m = map_new(state, 8);
+	size_t big;
+
+	assert_non_null(m);
+	fill_and_clear(m, 0, 10000);
+	big = hmap_capacity(m);
+	assert_true(big >= 16384);
+	for (int i = 0; i < 15; i++)
+		fill_and_clear(m, 100000 + (uint64_t)i * 20, 20);
+	assert_int_equal(hmap_capacity(m), big);
+	/* A big clear ends the run: 15 more small ones keep the table. */
+	fill_and_clear(m, 0, 5000);
+	for (int i = 0; i < 15; i++)
+		fill_and_clear(m, 200000 + (uint64_t)i * 20, 20);
+	assert_int_equal(hmap_capacity(m), big);
+	/* The 16th in a row: room for twice the run's largest count. */
+	fill_and_clear(m, 300000, 20);
+	assert_int_equal(hmap_capacity(m), 128);
+	size_t pos = 0, len;
+	const void *k;
+	void *v;
+	assert_int_equal(hmap_next(m, &pos, &k, &len, &v), 0);
+	for (uint64_t i = 0; i < 3000; i++) {
+		uint64_t *val = hmap_put(m, &i, sizeof(i), NULL);
+
+		assert_non_null(val);
+		*val = i * 3;
+	}
+	for (uint64_t i = 0; i < 3000; i++) {
+		uint64_t *val = hmap_get(m, &i, sizeof(i));
+
+		assert_non_null(val);
+		assert_int_equal(*val, i * 3);
+	}
+	assert_int_equal(hmap_count(m), 3000);
+	hmap_free(m);
+}
+
 /* A prefetch is a hint: whatever the key (present, deleted, absent, empty,
  * too long) and whichever pass, the map reads the same afterwards. */
 static void test_hmap_prefetch_changes_nothing(void **state)
@@ -1293,6 +1346,8 @@ int main(void)
 		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_clear, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_clear_shrinks_after_small_clears, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_clear_shrinks_after_small_clears, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_clear, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_prefetch_changes_nothing, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_prefetch_changes_nothing, &mk_arena),
