@@ -85,7 +85,11 @@ struct hmap {
  * (cleared after every batch) keeps the table of its largest batch, and
  * iteration and clearing walk every slot of it: after one burst, each
  * small batch paid for the burst's table. Waiting for a run of small
- * clears keeps maps whose sizes alternate from regrowing each time. */
+ * clears keeps maps whose sizes alternate from regrowing each time; a
+ * map that does shrink regrows by doubling, as it first grew (for the
+ * store's tables of dirty values, a burst after 16 quiet checkpoints).
+ * Only the slot table is given back: an arena map keeps its blocks for
+ * reuse, as it does at every clear. */
 #define HMAP_SHRINK_AFTER 16
 
 uint64_t hash_bytes(const void *p, size_t len)
@@ -240,19 +244,19 @@ void hmap_free(hmap *m)
 }
 
 /* Smallest table (a power of two, at least HMAP_CAP_MIN) that takes count
- * entries without doubling. */
+ * entries and one more within the load limit, as make_room() grows it. */
 static size_t cap_for(size_t count)
 {
 	size_t cap = HMAP_CAP_MIN;
 
-	while ((count + 1) * HMAP_LOAD_DEN * 2 > cap * HMAP_LOAD_NUM)
+	while ((count + 1) * HMAP_LOAD_DEN > cap * HMAP_LOAD_NUM)
 		cap *= 2;
 	return cap;
 }
 
-/* After a run of small clears, a new empty table with room for twice the
- * run's largest count; 0 if it replaced the old one, -1 if not (out of
- * memory: the old one stays, and is emptied by the caller). */
+/* After a run of small clears, a new empty table twice the size that
+ * takes the run's largest count; 0 if it replaced the old one, -1 if not
+ * (out of memory: the old one stays, and is emptied by the caller). */
 static int shrink(hmap *m)
 {
 	size_t cap = cap_for(m->small_peak) * 2;

@@ -111,6 +111,7 @@ typedef struct worker {
 	size_t spare_n;
 	int stopping;
 	int loop_on;              /* loop initialised: net_free closes it */
+	int locks_on;             /* 0, 1 or 2 of its mutexes initialised */
 	int ran;                  /* its thread was started */
 } worker;
 
@@ -1431,9 +1432,12 @@ static int worker_init(srv *s, worker *w, int idx, int resp_fd,
 	if (uv_loop_init(&w->loop) != 0)
 		return -1;
 	w->loop_on = 1;
-	if (pthread_mutex_init(&w->done_lock, NULL) != 0 ||
-	    pthread_mutex_init(&w->inbox_lock, NULL) != 0)
+	if (pthread_mutex_init(&w->done_lock, NULL) != 0)
 		return -1;
+	w->locks_on = 1;
+	if (pthread_mutex_init(&w->inbox_lock, NULL) != 0)
+		return -1;
+	w->locks_on = 2;
 	if (uv_async_init(&w->loop, &w->wake, on_wake) != 0 ||
 	    uv_timer_init(&w->loop, &w->tick) != 0 ||
 	    uv_idle_init(&w->loop, &w->more_idle) != 0 ||
@@ -1510,13 +1514,17 @@ static int net_workers_start(srv *s, int resp_fd, int http_fd)
 
 		if (rc != 0) {
 			srv_log(&s->cfg, LOG_ERROR,
-			        "cannot start I/O thread %d of %d: %s", i + 1,
-			        s->workers_n, uv_strerror(rc));
+			        "cannot start I/O thread %d of %d (tally-io-%d): "
+			        "%s", i + 1, s->workers_n, i, uv_strerror(rc));
 			/* The ones running serve the sockets and the handle:
 			 * they must be gone before the caller closes it. */
 			net_stop(s);
 			for (int k = 0; k < i; k++)
 				uv_thread_join(&s->workers[k]->thread);
+			if (i > 0)
+				srv_log(&s->cfg, LOG_INFO,
+				        "stopped the %d I/O thread%s already "
+				        "running", i, i == 1 ? "" : "s");
 			return -1;
 		}
 		s->workers[i]->ran = 1;
@@ -1555,13 +1563,22 @@ void net_free(srv *s)
 		/* A loop whose thread never ran (a failed start) still has
 		 * its handles: close them, and let it run their callbacks. */
 		if (w->loop_on && uv_loop_close(&w->loop) == UV_EBUSY) {
+			int rc;
+
 			assert(!w->ran);
 			uv_walk(&w->loop, close_handle, NULL);
 			uv_run(&w->loop, UV_RUN_DEFAULT);
-			uv_loop_close(&w->loop);
+			rc = uv_loop_close(&w->loop);
+			if (rc != 0)
+				srv_log(&s->cfg, LOG_ERROR,
+				        "I/O thread %d of %d: its loop did not "
+				        "close: %s", i + 1, s->workers_n,
+				        uv_strerror(rc));
 		}
-		pthread_mutex_destroy(&w->done_lock);
-		pthread_mutex_destroy(&w->inbox_lock);
+		if (w->locks_on > 0)
+			pthread_mutex_destroy(&w->done_lock);
+		if (w->locks_on > 1)
+			pthread_mutex_destroy(&w->inbox_lock);
 		if (w->resp_fd >= 0)
 			close(w->resp_fd);
 		if (w->http_fd >= 0)

@@ -278,9 +278,10 @@ static int options_create(rocks *r, const store_options *so)
 	 * 30% less space (members: 9.0 -> 8.2 bytes per like with the block
 	 * size above). Files written with bloom filters read as before.
 	 * Level 0 keeps bloom filters: a ribbon filter costs several times
-	 * the CPU to build, and every checkpoint's memtables are flushed to
-	 * level 0 only to be compacted again soon (the flush thread's CPU
-	 * under random likes fell by a third, and the like rate rose 10%);
+	 * the CPU to build, and the memtables (several checkpoints each)
+	 * are flushed to level 0 only to be compacted again soon (the
+	 * flush thread's CPU under random likes fell by a third, and the
+	 * like rate rose 10%);
 	 * the levels below, which hold nearly every byte, stay ribbon. */
 	rocksdb_block_based_options_set_filter_policy(
 		r->bbto_point, rocksdb_filterpolicy_create_ribbon_hybrid(10, 1));

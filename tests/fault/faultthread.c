@@ -7,12 +7,16 @@
  *                             EAGAIN, as when the process is out of threads
  *
  * A thread counts as libuv's when pthread_create is called from code in a
- * library whose file name holds "libuv". */
+ * shared library whose file name holds "libuv" (Debian's libuv.so.1, which
+ * tallyd links). A libuv linked statically, or a sanitizer runtime that
+ * intercepts pthread_create ahead of this shim, would never see the fault
+ * fire: the test then finds tallyd running and fails. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +25,25 @@
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
                          void *(*)(void *), void *);
 
-static _Atomic unsigned g_uv_calls;
+static create_fn g_real;
+static unsigned long g_nth; /* 0: no fault */
+static _Atomic unsigned long g_uv_calls;
+
+/* Resolved before main, while the process has one thread. */
+__attribute__((constructor)) static void shim_init(void)
+{
+	const char *want = getenv("TALLY_FAULT_UV_THREAD");
+
+	/* dlsym returns void *; POSIX makes the cast through an object
+	 * pointer what works. */
+	*(void **)&g_real = dlsym(RTLD_NEXT, "pthread_create");
+	if (g_real == NULL) {
+		fprintf(stderr, "faultthread: no pthread_create to forward to\n");
+		abort();
+	}
+	if (want != NULL)
+		g_nth = strtoul(want, NULL, 10);
+}
 
 static int from_libuv(const void *caller)
 {
@@ -34,17 +56,8 @@ static int from_libuv(const void *caller)
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr,
                           void *(*fn)(void *), void *arg)
 {
-	static create_fn real;
-	const char *want = getenv("TALLY_FAULT_UV_THREAD");
-
-	/* dlsym returns void *; POSIX makes the cast through an object
-	 * pointer what works. */
-	if (real == NULL)
-		*(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
-	if (real == NULL)
+	if (g_nth != 0 && from_libuv(__builtin_return_address(0)) &&
+	    atomic_fetch_add(&g_uv_calls, 1) + 1 == g_nth)
 		return EAGAIN;
-	if (want != NULL && from_libuv(__builtin_return_address(0)) &&
-	    atomic_fetch_add(&g_uv_calls, 1) + 1 == strtoul(want, NULL, 10))
-		return EAGAIN;
-	return real(th, attr, fn, arg);
+	return g_real(th, attr, fn, arg);
 }

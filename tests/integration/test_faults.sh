@@ -281,22 +281,32 @@ stop_and_check
 
 section "5. an I/O thread that cannot start"
 TSHIM=$BUILD_DIR/faultthread.so
-[ -f "$TSHIM" ] || fail "the thread shim is built ($TSHIM)"
+[ -f "$TSHIM" ] || { fail "the thread shim is built ($TSHIM)"; finish; }
 # The first thread fails (nothing started), then the second (the first
-# is running, serving the listening sockets, and must be stopped).
+# is running, serving the listening sockets, and must be stopped before
+# the store closes).
 for nth in 1 2; do
 	rc=0
+	T_LOG=$TMP/thread.$nth.log
 	LD_PRELOAD=$TSHIM TALLY_FAULT_UV_THREAD=$nth timeout 60 "$TALLYD" \
 		--data "$DATA" --bind 127.0.0.1 --resp-port "$(pick_port)" \
 		--http-port "$(pick_port)" --threads 2 "${STORE_ARGS[@]}" \
-		>"$TMP/thread.$nth.log" 2>&1 || rc=$?
-	log=$(cat "$TMP/thread.$nth.log")
+		>"$T_LOG" 2>&1 || rc=$?
+	log=$(cat "$T_LOG")
+	running=$((nth - 1))
 	assert_eq "thread $nth of 2 fails: tallyd exits 1" "1" "$rc"
 	assert_contains "thread $nth: the log says which" "$log" \
-		"cannot start I/O thread $nth of 2: resource temporarily unavailable"
+		"cannot start I/O thread $nth of 2 (tally-io-$running): resource temporarily unavailable"
+	if [ "$running" -gt 0 ]; then
+		assert_contains "thread $nth: the one running was stopped first" \
+			"$log" "stopped the 1 I/O thread already running"
+	else
+		assert_not_contains "thread $nth: none was running to stop" \
+			"$log" "stopped the"
+	fi
 	assert_contains "thread $nth: and that the network did not start" \
 		"$log" "tallyd: cannot start the network"
-	assert_not_contains "thread $nth: no sanitizer report" "$log" "Sanitizer"
+	assert_log_clean
 done
 start_tallyd "$DATA"
 assert_eq "after the failed starts: the counter is intact" "10" "$(rcli get f:a)"
