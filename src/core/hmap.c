@@ -76,20 +76,22 @@ struct hmap {
 	hmap_block *blocks; /* arena: in use, the one being carved first */
 	hmap_block *spare;  /* arena: emptied by hmap_clear, for reuse */
 	size_t block_bytes; /* arena: of all its blocks, in use or spare */
+	int shrinks;           /* hmap_shrink_on_clear() was called */
 	unsigned small_clears; /* hmap_clear()s in a row that found it small */
 	size_t small_peak;     /* the most entries any of those found */
 };
 
-/* A map cleared this many times in a row while holding at most an eighth
- * of what its table was grown for gets a smaller table. A batch overlay
- * (cleared after every batch) keeps the table of its largest batch, and
- * iteration and clearing walk every slot of it: after one burst, each
- * small batch paid for the burst's table. Waiting for a run of small
- * clears keeps maps whose sizes alternate from regrowing each time; a
- * map that does shrink regrows by doubling, as it first grew (for the
- * store's tables of dirty values, a burst after 16 quiet checkpoints).
- * Only the slot table is given back: an arena map keeps its blocks for
- * reuse, as it does at every clear. */
+/* A map that asked for it (hmap_shrink_on_clear()), cleared this many
+ * times in a row while holding at most an eighth of what its table was
+ * grown for, gets a smaller table. A batch overlay (cleared after every
+ * batch) keeps the table of its largest batch, and iteration and clearing
+ * walk every slot of it: after one burst, each small batch paid for the
+ * burst's table. Waiting for a run of small clears keeps maps whose sizes
+ * alternate from regrowing each time; a map that does shrink regrows by
+ * doubling, as it first grew, which is why big maps (the store's tables
+ * of values, cleared at checkpoints) do not ask. Only the slot table is
+ * given back: an arena map keeps its blocks for reuse, as it does at
+ * every clear. */
 #define HMAP_SHRINK_AFTER 16
 
 uint64_t hash_bytes(const void *p, size_t len)
@@ -282,7 +284,8 @@ void hmap_clear(hmap *m)
 	free_entries(m);
 	m->count = 0;
 	m->tombs = 0;
-	if (m->cap > HMAP_CAP_MIN && cap_for(had) <= m->cap / 8) {
+	if (m->shrinks && m->cap > HMAP_CAP_MIN &&
+	    cap_for(had) <= m->cap / 8) {
 		if (m->small_clears++ == 0 || had > m->small_peak)
 			m->small_peak = had;
 		if (m->small_clears >= HMAP_SHRINK_AFTER) {
@@ -294,6 +297,12 @@ void hmap_clear(hmap *m)
 		m->small_clears = 0;
 	}
 	memset(m->slots, 0, m->cap * sizeof(hmap_slot));
+}
+
+void hmap_shrink_on_clear(hmap *m)
+{
+	assert(m != NULL);
+	m->shrinks = 1;
 }
 
 size_t hmap_capacity(const hmap *m)

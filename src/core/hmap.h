@@ -33,10 +33,14 @@ void *hmap_get(const hmap *m, const void *key, size_t len);
 void *hmap_put(hmap *m, const void *key, size_t len, int *inserted);
 /* Remove key; returns 1 if it was there. */
 int hmap_del(hmap *m, const void *key, size_t len);
-/* Remove every entry. The table keeps its capacity, unless the last
- * HMAP_SHRINK_AFTER (hmap.c) clears each found the map at most an eighth
- * as full as its table allows: then it gets a smaller one. */
+/* Remove every entry. The table keeps its capacity, unless the map asked
+ * for hmap_shrink_on_clear() and the last HMAP_SHRINK_AFTER (hmap.c)
+ * clears each found it at most an eighth as full as its table allows:
+ * then it gets a smaller one. */
 void hmap_clear(hmap *m);
+/* Let hmap_clear() give back a table grown by a burst, for a small map
+ * cleared often (a batch overlay); a big map would pay for regrowing. */
+void hmap_shrink_on_clear(hmap *m);
 size_t hmap_count(const hmap *m);
 /* Slots in the table (a power of two): what iteration and hmap_clear
  * walk. */

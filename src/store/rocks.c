@@ -679,6 +679,11 @@ static int maps_create(rocks *r, const store_options *so)
 	if (!r->wb || !r->cache_named || !r->cache_totals || !r->ov_named ||
 	    !r->ov_totals || !r->ov_members)
 		return TALLY_ENOMEM;
+	/* Cleared after every batch: a burst's table would be walked by
+	 * every small batch after it. */
+	hmap_shrink_on_clear(r->ov_named);
+	hmap_shrink_on_clear(r->ov_totals);
+	hmap_shrink_on_clear(r->ov_members);
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
