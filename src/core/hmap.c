@@ -110,6 +110,12 @@ static const void *entry_key(const hmap *m, const hmap_entry *e)
 	return (const char *)e + ENTRY_VALUE_OFF + m->value_size;
 }
 
+/* n slots in use in a table of cap stay within the load limit. */
+static int within_load(size_t n, size_t cap)
+{
+	return n * HMAP_LOAD_DEN <= cap * HMAP_LOAD_NUM;
+}
+
 static int slot_is_empty(const hmap_slot *s)
 {
 	return s->e == NULL && s->hash == SLOT_EMPTY;
@@ -251,7 +257,7 @@ static size_t cap_for(size_t count)
 {
 	size_t cap = HMAP_CAP_MIN;
 
-	while ((count + 1) * HMAP_LOAD_DEN > cap * HMAP_LOAD_NUM)
+	while (!within_load(count + 1, cap))
 		cap *= 2;
 	return cap;
 }
@@ -275,6 +281,24 @@ static int shrink(hmap *m)
 	return 0;
 }
 
+/* Count a clear that found had entries towards a run of small ones; 1 when
+ * the run is long enough and the table was replaced by a smaller, empty
+ * one. */
+static int shrink_after_clear(hmap *m, size_t had)
+{
+	if (!m->shrinks || m->cap <= HMAP_CAP_MIN ||
+	    cap_for(had) > m->cap / 8) {
+		m->small_clears = 0;
+		return 0;
+	}
+	if (m->small_clears++ == 0 || had > m->small_peak)
+		m->small_peak = had;
+	if (m->small_clears < HMAP_SHRINK_AFTER)
+		return 0;
+	m->small_clears = 0;
+	return shrink(m) == 0;
+}
+
 void hmap_clear(hmap *m)
 {
 	assert(m != NULL);
@@ -284,19 +308,8 @@ void hmap_clear(hmap *m)
 	free_entries(m);
 	m->count = 0;
 	m->tombs = 0;
-	if (m->shrinks && m->cap > HMAP_CAP_MIN &&
-	    cap_for(had) <= m->cap / 8) {
-		if (m->small_clears++ == 0 || had > m->small_peak)
-			m->small_peak = had;
-		if (m->small_clears >= HMAP_SHRINK_AFTER) {
-			m->small_clears = 0;
-			if (shrink(m) == 0)
-				return; /* the new table is empty */
-		}
-	} else {
-		m->small_clears = 0;
-	}
-	memset(m->slots, 0, m->cap * sizeof(hmap_slot));
+	if (!shrink_after_clear(m, had))
+		memset(m->slots, 0, m->cap * sizeof(hmap_slot));
 }
 
 void hmap_shrink_on_clear(hmap *m)
@@ -431,10 +444,11 @@ static int make_room(hmap *m)
 {
 	assert(m->count + m->tombs < m->cap);
 	size_t used = m->count + m->tombs + 1;
-	if (used * HMAP_LOAD_DEN <= m->cap * HMAP_LOAD_NUM)
+	if (within_load(used, m->cap))
 		return 0;
 	size_t new_cap = m->cap;
-	if ((m->count + 1) * HMAP_LOAD_DEN * 2 > m->cap * HMAP_LOAD_NUM) {
+	/* Live entries past half the limit: double, else sweep tombstones. */
+	if (!within_load(m->count + 1, m->cap / 2)) {
 		if (m->cap > SIZE_MAX / 2 / sizeof(hmap_slot))
 			return -1; /* the table could not be addressed */
 		new_cap = m->cap * 2;

@@ -1519,8 +1519,7 @@ static int net_workers_start(srv *s, int resp_fd, int http_fd)
 			/* The ones running serve the sockets and the handle:
 			 * they must be gone before the caller closes it. */
 			net_stop(s);
-			for (int k = 0; k < i; k++)
-				uv_thread_join(&s->workers[k]->thread);
+			net_wait(s);
 			if (i > 0)
 				srv_log(&s->cfg, LOG_INFO,
 				        "stopped the %d I/O thread%s already "
@@ -1550,7 +1549,8 @@ void net_stop(srv *s)
 void net_wait(srv *s)
 {
 	for (int i = 0; i < s->workers_n; i++)
-		uv_thread_join(&s->workers[i]->thread);
+		if (s->workers[i]->ran)
+			uv_thread_join(&s->workers[i]->thread);
 }
 
 void net_free(srv *s)

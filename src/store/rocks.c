@@ -281,8 +281,8 @@ static int options_create(rocks *r, const store_options *so)
 	 * the CPU to build, and the memtables (several checkpoints each)
 	 * are flushed to level 0 only to be compacted again soon (the
 	 * flush thread's CPU under random likes fell by a third, and the
-	 * like rate rose 10%);
-	 * the levels below, which hold nearly every byte, stay ribbon. */
+	 * like rate rose 10%); the levels below, which hold nearly every
+	 * byte, stay ribbon. */
 	rocksdb_block_based_options_set_filter_policy(
 		r->bbto_point, rocksdb_filterpolicy_create_ribbon_hybrid(10, 1));
 	rocksdb_options_set_create_if_missing(r->db_opts,
