@@ -223,7 +223,7 @@ END {
 		print ""
 		print "| state | bytes | per like | per stored like |"
 		print "|---|---:|---:|---:|"
-		stage("closed (a clean close checkpoints and flushes: L0 SSTs, LZ4)", "closed")
+		stage("closed (a clean close checkpoints and flushes: L0 SSTs, ZSTD level 1)", "closed")
 		stage("reopened, then closed again", "reopened")
 		stage("compacted (bottom level, ZSTD)", "compacted")
 		print ""
