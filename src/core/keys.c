@@ -4,6 +4,7 @@
 #include "core/keys.h"
 
 #include <assert.h>
+#include <string.h>
 
 #include "core/varint.h"
 #include "tally.h"
@@ -232,17 +233,45 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 	return 0;
 }
 
+/* ---- the clock ----------------------------------------------------------- */
+
+int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq)
+{
+	/* Seqs start at 1: slot k is the time of event k * EVERY + 1.
+	 * Seq 0 wraps past any clock. */
+	uint64_t k = (seq - 1) >> EV_CLOCK_SHIFT;
+	const int64_t *block;
+	int64_t t;
+
+	if (clk == NULL || k >= clk->n)
+		return TALLY_EPOCH_MS;
+	assert(clk->n <= EV_CLOCK_SAMPLES_MAX);
+	block = clk->blocks[k >> EV_CLOCK_BLOCK_SHIFT];
+	assert(block != NULL);
+	t = block[k & (EV_CLOCK_BLOCK - 1)];
+	return t == EV_CLOCK_NONE ? TALLY_EPOCH_MS : t;
+}
+
 /* ---- chunks -------------------------------------------------------------- */
 
 /* Each event: a seq varint and at most one single value's fields. */
-_Static_assert(VAL_CHUNK_MAX >= EV_CHUNK_MAX * (VAL_EVENT_MAX + VARINT_MAX),
+_Static_assert(VAL_CHUNK_MAX >= EV_CHUNK_MAX * (VAL_EVENT_MAX + VARINT_MAX) +
+                                EV_CHUNK_MARK_LEN,
                "chunk value room");
+
+/* Format 5's first bytes: a non-minimal varint for 0. */
+static const uint8_t chunk_mark[EV_CHUNK_MARK_LEN] = { 0x80, 0x00 };
 
 /* Differences wrap (two's complement), so every pair of int64 codes
  * exactly, overflow or not. */
 static int64_t wrap_sub(int64_t a, int64_t b)
 {
 	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+static int64_t wrap_add(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a + (uint64_t)b);
 }
 
 /* The seq of event i (i >= 1) as the gap from the event before. */
@@ -252,21 +281,51 @@ static size_t put_seq(uint8_t *buf, const uint64_t *seq, size_t i)
 	return varint_put_u64(buf, seq[i - 1] - seq[i]);
 }
 
-size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
-                            const val_log *v, size_t n)
+/* Event i's time, as the format codes it: format 5 (clk) its residual
+ * from the clock; format 4 the first's from the epoch, the others' from
+ * the newer one's. */
+static size_t put_time(uint8_t *buf, const uint64_t *seq, const int64_t *at,
+                       size_t i, const ev_clock *clk)
 {
+	if (clk != NULL) {
+		int64_t pred = ev_clock_predict(clk, seq[i]);
+
+		return varint_put_i64(buf, wrap_sub(at[i], pred));
+	}
+	if (i == 0)
+		return put_at_ms(buf, at[0]);
+	return varint_put_i64(buf, wrap_sub(at[i - 1], at[i]));
+}
+
+static size_t put_mark(uint8_t *buf, const ev_clock *clk)
+{
+	if (clk == NULL)
+		return 0;
+	memcpy(buf, chunk_mark, sizeof chunk_mark);
+	return sizeof chunk_mark;
+}
+
+size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
+                            const val_log *v, size_t n, const ev_clock *clk)
+{
+	int64_t at[EV_CHUNK_MAX];
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
 	assert(n >= 1 && n <= EV_CHUNK_MAX);
-	len = val_log_encode(buf, &v[0]);
+	for (size_t i = 0; i < n; i++)
+		at[i] = v[i].at_ms;
+	len = put_mark(buf, clk);
+	len += varint_put_u64(buf + len, v[0].member);
+	len += put_time(buf + len, seq, at, 0, clk);
+	len += varint_put_i64(buf + len, v[0].delta);
+	len += varint_put_i64(buf + len, v[0].total);
 	for (size_t i = 1; i < n; i++) {
 		int64_t implied = wrap_sub(v[i - 1].total, v[i - 1].delta);
 
 		len += put_seq(buf + len, seq, i);
 		len += varint_put_u64(buf + len, v[i].member);
-		len += varint_put_i64(buf + len,
-		                      wrap_sub(v[i - 1].at_ms, v[i].at_ms));
+		len += put_time(buf + len, seq, at, i, clk);
 		len += varint_put_i64(buf + len, v[i].delta);
 		len += varint_put_i64(buf + len, wrap_sub(implied, v[i].total));
 	}
@@ -275,19 +334,23 @@ size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
 }
 
 size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
-                             const val_hist *v, size_t n)
+                             const val_hist *v, size_t n,
+                             const ev_clock *clk)
 {
+	int64_t at[EV_CHUNK_MAX];
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
 	assert(n >= 1 && n <= EV_CHUNK_MAX);
-	len = val_hist_encode(buf, &v[0]);
-	for (size_t i = 1; i < n; i++) {
-		len += put_seq(buf + len, seq, i);
+	for (size_t i = 0; i < n; i++)
+		at[i] = v[i].at_ms;
+	len = put_mark(buf, clk);
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			len += put_seq(buf + len, seq, i);
 		len += varint_put_u64(buf + len, v[i].ctype);
 		len += varint_put_u64(buf + len, v[i].content);
-		len += varint_put_i64(buf + len,
-		                      wrap_sub(v[i - 1].at_ms, v[i].at_ms));
+		len += put_time(buf + len, seq, at, i, clk);
 		len += varint_put_i64(buf + len, v[i].delta);
 	}
 	assert(len <= VAL_CHUNK_MAX);
@@ -315,70 +378,125 @@ static void seqs_fix(uint64_t *seq, size_t n, uint64_t oldest)
 		seq[i] = oldest + (span - seq[i]);
 }
 
+int val_chunk_clocked(const uint8_t *v, size_t len)
+{
+	assert(v != NULL || len == 0);
+	return len >= sizeof chunk_mark &&
+	       memcmp(v, chunk_mark, sizeof chunk_mark) == 0;
+}
+
+/* Whether the value is format 5; if so, the reader skips its mark. */
+static int read_mark(val_reader *r)
+{
+	if (!val_chunk_clocked(r->p, r->left))
+		return 0;
+	r->p += sizeof chunk_mark;
+	r->left -= sizeof chunk_mark;
+	return 1;
+}
+
+/* Event i's time as put_time() wrote it; format 5 keeps the residual in
+ * at[i] until times_fix() knows the seqs. */
+static int64_t read_time(val_reader *r, const int64_t *at, size_t i, int v5)
+{
+	if (v5)
+		return read_i64(r);
+	if (i == 0)
+		return read_at_ms(r);
+	return wrap_sub(at[i - 1], read_i64(r));
+}
+
+static void times_fix(int64_t *at, const uint64_t *seq, size_t n,
+                      const ev_clock *clk)
+{
+	for (size_t i = 0; i < n; i++)
+		at[i] = wrap_add(at[i], ev_clock_predict(clk, seq[i]));
+}
+
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
-                     size_t vlen, key_obj *o, uint64_t *seq, val_log *out,
-                     size_t *n)
+                     size_t vlen, const ev_clock *clk, key_obj *o,
+                     uint64_t *seq, val_log *out, size_t *n)
 {
 	val_reader r = { v, vlen, 0 };
+	int64_t at[EV_CHUNK_MAX];
 	uint64_t oldest;
-	size_t cnt = 1;
+	size_t cnt = 0;
+	int v5;
 
 	assert(o != NULL && seq != NULL && out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
 	if (key_log_decode(k, klen, o, &oldest) != 0)
 		return -1;
+	v5 = read_mark(&r);
 	seq[0] = 0;
-	read_log(&r, &out[0]);
-	for (; !r.err && r.left > 0; cnt++) {
-		const val_log *nw = &out[cnt - 1];
+	do {
 		val_log *e = &out[cnt];
 
 		if (cnt == EV_CHUNK_MAX)
 			return -1;
-		read_gap(&r, seq, cnt, oldest);
+		if (cnt > 0)
+			read_gap(&r, seq, cnt, oldest);
 		e->member = read_u64(&r);
-		e->at_ms = wrap_sub(nw->at_ms, read_i64(&r));
+		at[cnt] = read_time(&r, at, cnt, v5);
 		e->delta = read_i64(&r);
-		e->total = wrap_sub(wrap_sub(nw->total, nw->delta),
-		                    read_i64(&r));
-	}
+		e->total = read_i64(&r);
+		/* After the first, the running total is coded against the
+		 * one the newer event implies. */
+		if (cnt > 0)
+			e->total = wrap_sub(wrap_sub(out[cnt - 1].total,
+			                             out[cnt - 1].delta),
+			                    e->total);
+		cnt++;
+	} while (!r.err && r.left > 0);
 	if (reader_done(&r) != 0)
 		return -1;
 	seqs_fix(seq, cnt, oldest);
+	if (v5)
+		times_fix(at, seq, cnt, clk);
+	for (size_t i = 0; i < cnt; i++)
+		out[i].at_ms = at[i];
 	*n = cnt;
 	return 0;
 }
 
 int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
-                      size_t vlen, uint64_t *member, uint16_t *ktype,
-                      uint64_t *seq, val_hist *out, size_t *n)
+                      size_t vlen, const ev_clock *clk, uint64_t *member,
+                      uint16_t *ktype, uint64_t *seq, val_hist *out,
+                      size_t *n)
 {
 	val_reader r = { v, vlen, 0 };
+	int64_t at[EV_CHUNK_MAX];
 	uint64_t oldest;
-	size_t cnt = 1;
+	size_t cnt = 0;
+	int v5;
 
 	assert(member != NULL && ktype != NULL && seq != NULL);
 	assert(out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
 	if (key_hist_decode(k, klen, member, ktype, &oldest) != 0)
 		return -1;
+	v5 = read_mark(&r);
 	seq[0] = 0;
-	read_hist(&r, &out[0]);
-	for (; !r.err && r.left > 0; cnt++) {
-		const val_hist *nw = &out[cnt - 1];
+	do {
 		val_hist *e = &out[cnt];
 
 		if (cnt == EV_CHUNK_MAX)
 			return -1;
-		read_gap(&r, seq, cnt, oldest);
+		if (cnt > 0)
+			read_gap(&r, seq, cnt, oldest);
 		e->ctype = read_ctype(&r);
 		e->content = read_u64(&r);
-		e->at_ms = wrap_sub(nw->at_ms, read_i64(&r));
+		at[cnt] = read_time(&r, at, cnt, v5);
 		e->delta = read_i64(&r);
-	}
+		cnt++;
+	} while (!r.err && r.left > 0);
 	if (reader_done(&r) != 0)
 		return -1;
 	seqs_fix(seq, cnt, oldest);
+	if (v5)
+		times_fix(at, seq, cnt, clk);
+	for (size_t i = 0; i < cnt; i++)
+		out[i].at_ms = at[i];
 	*n = cnt;
 	return 0;
 }

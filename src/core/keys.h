@@ -75,6 +75,38 @@ typedef struct val_hist {
 size_t val_hist_encode(uint8_t *buf, const val_hist *v);
 int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v);
 
+/* The clock that format 5 codes event times against: the time of event
+ * k * EV_CLOCK_EVERY + 1 (sample k; seqs start at 1) for every k, kept by
+ * the store in memory and in META. A time is coded as its difference
+ * from the sample of its block of EV_CLOCK_EVERY seqs (the residual):
+ * under a steady load the events of a block fall within a few ms of its
+ * first, so a residual takes a byte where a time took six, whatever the
+ * order of the table (a member's history is in seq order only per
+ * member). Samples are read through a two-level table whose blocks never
+ * move, so that readers need no lock: the store publishes n after
+ * filling samples below it. Capacity: EV_CLOCK_BLOCKS_MAX blocks of
+ * EV_CLOCK_BLOCK samples, 2^42 events; past it, and where an event is
+ * missing, there is no sample and a time is coded against
+ * TALLY_EPOCH_MS, as format 4 coded it. */
+#define EV_CLOCK_SHIFT 10
+#define EV_CLOCK_EVERY (UINT64_C(1) << EV_CLOCK_SHIFT)
+#define EV_CLOCK_BLOCK_SHIFT 16
+#define EV_CLOCK_BLOCK ((size_t)1 << EV_CLOCK_BLOCK_SHIFT)
+#define EV_CLOCK_BLOCKS_MAX ((size_t)1 << 16)
+#define EV_CLOCK_SAMPLES_MAX ((uint64_t)EV_CLOCK_BLOCKS_MAX * EV_CLOCK_BLOCK)
+/* A sample slot with no event behind it. */
+#define EV_CLOCK_NONE INT64_MIN
+
+typedef struct ev_clock {
+	int64_t *const *blocks; /* EV_CLOCK_BLOCKS_MAX pointers; NULL: none */
+	uint64_t n;             /* samples 0..n-1 are filled */
+} ev_clock;
+
+/* The time that event seq's time is coded against: its sample, or
+ * TALLY_EPOCH_MS when there is none (clk NULL, past clk->n, or
+ * EV_CLOCK_NONE). */
+int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq);
+
 /* Chunks: up to EV_CHUNK_MAX events of one object's log (or of one
  * member's history of one type) in one entry, written by a checkpoint for
  * the events it holds of that object, so that a like costs a fraction of
@@ -82,38 +114,56 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v);
  * chunk's oldest event: a forward scan still meets newer events first,
  * and a seek to ~seq lands on the entry holding seq or on an older one.
  *
- * The value holds the events newest first: the first as val_log_encode()
- * (or val_hist_encode()) codes it, so that a single event's value is a
- * chunk of one; then for each next one, how much smaller its seq is
- * (>= 1) and its fields, times as the difference from the event before
- * (newer) and, in the log, the running total as its difference from the
- * one the newer event implies (its total less its delta: 0 unless the
- * object was changed without an event). The newest's seq is the oldest's
- * plus every gap. */
+ * Format 4 (written by builds before the clock, read by every build): the
+ * value holds the events newest first: the first as val_log_encode() (or
+ * val_hist_encode()) codes it, so that a single event's value is a chunk
+ * of one; then for each next one, how much smaller its seq is (>= 1) and
+ * its fields, times as the difference from the event before (newer) and,
+ * in the log, the running total as its difference from the one the newer
+ * event implies (its total less its delta: 0 unless the object was
+ * changed without an event). The newest's seq is the oldest's plus every
+ * gap.
+ *
+ * Format 5: a mark of EV_CHUNK_MARK_LEN bytes, which no format 4 value
+ * starts with (a two-byte varint for 0: writers never make one), then
+ * the same fields, each time (the first's too) as the zigzag residual
+ * from ev_clock_predict() of its own seq. Only the times change, so the
+ * two share the rest of the decoder. */
 #define EV_CHUNK_MAX 128
+#define EV_CHUNK_MARK_LEN 2
 /* Room for any chunk's value. */
-#define VAL_CHUNK_MAX (EV_CHUNK_MAX * (VAL_EVENT_MAX + 10))
+#define VAL_CHUNK_MAX \
+	(EV_CHUNK_MAX * (VAL_EVENT_MAX + 10) + EV_CHUNK_MARK_LEN)
 
 /* n events (1..EV_CHUNK_MAX), newest first (seq strictly decreasing), into
- * buf (room for VAL_CHUNK_MAX); the key is the one of seq[n - 1]. Returns
- * bytes written. */
+ * buf (room for VAL_CHUNK_MAX); the key is the one of seq[n - 1]. With
+ * clk, format 5 (times against clk, which may have no samples at all);
+ * with NULL, format 4 (tests of folders written before the clock).
+ * Returns bytes written. */
 size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
-                            const val_log *v, size_t n);
+                            const val_log *v, size_t n, const ev_clock *clk);
 size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
-                             const val_hist *v, size_t n);
+                             const val_hist *v, size_t n,
+                             const ev_clock *clk);
+
+/* Whether a chunk's value is of format 5 (starts with the mark). */
+int val_chunk_clocked(const uint8_t *v, size_t len);
 
 /* One log entry from its key and value: the object, and *n events
  * (1..EV_CHUNK_MAX) newest first into seq[] and v[] (room for
- * EV_CHUNK_MAX each). Returns 0, or -1 when the bytes are not exactly a
+ * EV_CHUNK_MAX each). A format 5 value's times are read against clk
+ * (NULL: no samples), which must hold every sample it held when the
+ * value was written. Returns 0, or -1 when the bytes are not exactly a
  * valid entry (more than EV_CHUNK_MAX events, or a newest seq past
  * UINT64_MAX, included). */
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
-                     size_t vlen, key_obj *o, uint64_t *seq, val_log *out,
-                     size_t *n);
+                     size_t vlen, const ev_clock *clk, key_obj *o,
+                     uint64_t *seq, val_log *out, size_t *n);
 /* The same for a history entry: its member and type, and its events. */
 int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
-                      size_t vlen, uint64_t *member, uint16_t *ktype,
-                      uint64_t *seq, val_hist *out, size_t *n);
+                      size_t vlen, const ev_clock *clk, uint64_t *member,
+                      uint16_t *ktype, uint64_t *seq, val_hist *out,
+                      size_t *n);
 
 /* A counter value or a merge operand: a zigzag varint. */
 size_t val_i64_encode(uint8_t *buf, int64_t v);

@@ -360,9 +360,9 @@ static int format_check(rocks *r)
 		return rc == TALLY_ECORRUPT ? TALLY_EVERSION : rc;
 	if (len == 1 && val[0] == ROCKS_FORMAT)
 		return TALLY_OK;
-	/* Formats 1 to 3 read as format 4; once marked 4, older builds
-	 * refuse the folder rather than miss the journal's events (3) or
-	 * fail on the tables' chunks of events (4). */
+	/* Formats 1 to 4 read as format 5; once marked 5, older builds
+	 * refuse the folder rather than miss the journal's events (3), fail
+	 * on the tables' chunks of events (4) or misread their times (5). */
 	if (len == 1 && (val[0] < 1 || val[0] >= ROCKS_FORMAT))
 		return TALLY_EVERSION;
 	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
@@ -452,6 +452,7 @@ static void rocks_close(store *s)
 		rocksdb_readoptions_destroy(r->ro);
 	if (r->wb)
 		rocksdb_writebatch_destroy(r->wb);
+	rocks_clock_free(r);
 	free(r->bev);
 	hmap_free(r->cache_named);
 	hmap_free(r->cache_totals);
@@ -674,6 +675,8 @@ static int exists_db(const char *path)
 
 static int maps_create(rocks *r, const store_options *so)
 {
+	int rc;
+
 	rocks_jfile_init(r);
 	r->cache_max = so->cache_entries_max;
 	r->wb = rocksdb_writebatch_create();
@@ -690,6 +693,9 @@ static int maps_create(rocks *r, const store_options *so)
 	hmap_shrink_on_clear(r->ov_named);
 	hmap_shrink_on_clear(r->ov_totals);
 	hmap_shrink_on_clear(r->ov_members);
+	rc = rocks_clock_init(r);
+	if (rc != TALLY_OK)
+		return rc;
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
@@ -727,6 +733,8 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	rc = format_check(r);
 	if (rc == TALLY_OK)
 		rc = seq_load(r);
+	if (rc == TALLY_OK)
+		rc = rocks_clock_load(r);
 	if (rc == TALLY_OK)
 		rc = rocks_journal_load(r, path);
 	if (rc != TALLY_OK)

@@ -431,6 +431,31 @@ static void ops_prefetch(rocks *r, const store_op *ops, size_t n)
 	}
 }
 
+/* Orders membership keys as the members table does (bytewise), with their
+ * slots: a MultiGet told its keys are sorted skips its own sort, which
+ * compared them through RocksDB's comparator objects and cost more than
+ * the lookups of the keys in its memtables (under random likes, about 1,000
+ * instructions per key). An insertion sort: at most ROCKS_BLOCK keys. */
+static void member_keys_sort(const char **kp, rocks_mem **slot, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		const char *k = kp[i];
+		rocks_mem *m = slot[i];
+		size_t j = i;
+
+		for (; j > 0 && memcmp(kp[j - 1], k, KEY_MEMBER_LEN) > 0; j--) {
+			kp[j] = kp[j - 1];
+			slot[j] = slot[j - 1];
+		}
+		kp[j] = k;
+		slot[j] = m;
+	}
+#ifndef NDEBUG
+	for (size_t i = 1; i < n; i++)
+		assert(memcmp(kp[i - 1], kp[i], KEY_MEMBER_LEN) < 0);
+#endif
+}
+
 /* Load, in one batched RocksDB read, the memberships a block of ops will
  * look up that neither this batch nor the events in memory hold: one Get
  * each was a sixth of the committer's CPU under random likes (most
@@ -468,8 +493,9 @@ static void members_preload(rocks *r, const store_op *ops, size_t n)
 	}
 	if (k == 0)
 		return;
+	member_keys_sort(kp, slot, k);
 	rocksdb_batched_multi_get_cf(r->db, r->ro, r->cf[CF_MEMBERS], k, kp, ks,
-	                             vals, errs, 0);
+	                             vals, errs, 1);
 	for (size_t i = 0; i < k; i++) {
 		size_t vlen = 0;
 		const char *v = vals[i] ? rocksdb_pinnableslice_value(vals[i],
@@ -478,7 +504,7 @@ static void members_preload(rocks *r, const store_op *ops, size_t n)
 
 		if (errs[i] != NULL || (v != NULL &&
 		    val_i64_decode((const uint8_t *)v, vlen, &slot[i]->at_ms))) {
-			hmap_del(r->ov_members, keys[i], KEY_MEMBER_LEN);
+			hmap_del(r->ov_members, kp[i], KEY_MEMBER_LEN);
 		} else {
 			slot[i]->in = v != NULL;
 			if (v == NULL)

@@ -292,7 +292,8 @@ static int keys_sorted(sorted *s, const hmap *m, size_t len, int members,
  * of the oldest. */
 static void put_chunk(const rocks_ev *const *ev, size_t n,
                       rocksdb_writebatch_t *wb,
-                      rocksdb_column_family_handle_t *cf, int hist)
+                      rocksdb_column_family_handle_t *cf, int hist,
+                      const ev_clock *clk)
 {
 	uint64_t seq[EV_CHUNK_MAX];
 	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
@@ -311,7 +312,7 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
 			                    ev[i]->at_ms, ev[i]->d };
 		key_hist_encode(k, old->member, old->obj.ktype, old->seq);
 		klen = KEY_HIST_LEN;
-		vlen = val_hist_chunk_encode(v, seq, hv, n);
+		vlen = val_hist_chunk_encode(v, seq, hv, n, clk);
 	} else {
 		val_log lv[EV_CHUNK_MAX];
 
@@ -320,7 +321,7 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
 			                   ev[i]->total };
 		key_log_encode(k, &old->obj, old->seq);
 		klen = KEY_LOG_LEN;
-		vlen = val_log_chunk_encode(v, seq, lv, n);
+		vlen = val_log_chunk_encode(v, seq, lv, n, clk);
 	}
 	rocksdb_writebatch_put_cf(wb, cf, (char *)k, klen, (char *)v, vlen);
 }
@@ -343,7 +344,8 @@ static void put_chunk(const rocks_ev *const *ev, size_t n,
  * unless the first held a multiple of EV_CHUNK_MAX of that chain. */
 static int write_chains(const rocks_evgen *g, sorted *s,
                         rocksdb_writebatch_t *wb,
-                        rocksdb_column_family_handle_t *cf, int hist)
+                        rocksdb_column_family_handle_t *cf, int hist,
+                        const ev_clock *clk)
 {
 	const rocks_ev *chunk[EV_CHUNK_MAX];
 	keyref *refs;
@@ -373,7 +375,7 @@ static int write_chains(const rocks_evgen *g, sorted *s,
 
 			chunk[c++] = ev;
 			if (c == want) {
-				put_chunk(chunk, c, wb, cf, hist);
+				put_chunk(chunk, c, wb, cf, hist, clk);
 				c = 0;
 				want = EV_CHUNK_MAX;
 			}
@@ -386,13 +388,15 @@ static int write_chains(const rocks_evgen *g, sorted *s,
 
 int rocks_evgen_write(const rocks_evgen *g, sorted *s,
                       rocksdb_writebatch_t *wb,
-                      rocksdb_column_family_handle_t *const *cfs)
+                      rocksdb_column_family_handle_t *const *cfs,
+                      const ev_clock *clk)
 {
 	keyref *refs;
 	size_t n;
 
-	if (write_chains(g, s, wb, cfs[CF_LOG], 0) ||
-	    write_chains(g, s, wb, cfs[CF_HIST], 1) ||
+	assert(clk != NULL);
+	if (write_chains(g, s, wb, cfs[CF_LOG], 0, clk) ||
+	    write_chains(g, s, wb, cfs[CF_HIST], 1, clk) ||
 	    keys_sorted(s, g->members, KEY_MEMBER_LEN, 1, &refs, &n))
 		return -1;
 	for (size_t i = 0; i < n; i++) {

@@ -36,13 +36,16 @@ enum rocks_cf {
                             (rocks_journal.c) */
 #define META_JCKPT  'p'  /* -> journal records up to this number are in
                             the column families, be64 */
+#define META_CLOCK  'm'  /* 'm' be64 k -> the time of event k * EV_CLOCK_EVERY
+                            + 1, zigzag (rocks_clock.c) */
 /* 2: journal records carry the number of named counters, and may be in
  * the journal files (rocks_jfile.c). 3: they carry the events too, which
  * reach the log, history and membership tables at checkpoints. 4: those
- * tables hold chunks of events too (core/keys.h). Formats 1 to 3 are
- * upgraded at open: each is read as it is, since every older entry is
- * valid in the newer format. */
-#define ROCKS_FORMAT 4
+ * tables hold chunks of events too (core/keys.h). 5: chunks code their
+ * times against the event clock (rocks_clock.c), each marked as such.
+ * Formats 1 to 4 are upgraded at open: each is read as it is, since
+ * every older entry is valid in the newer format. */
+#define ROCKS_FORMAT 5
 
 /* The journal files (rocks_jfile.c): names in the data folder (RocksDB
  * leaves files it does not know alone), record header size. */
@@ -222,6 +225,14 @@ typedef struct rocks {
 	                        TALLY_ENOSPC; writes are refused until the
 	                        engine closes this handle and opens anew */
 
+	/* The event clock (rocks_clock.c): EV_CLOCK_BLOCKS_MAX block
+	 * pointers; slots below clk_n are filled. Writers hold clk_mu;
+	 * readers take a snapshot (rocks_clock_get()) and no lock. */
+	int64_t **clk_blocks;
+	_Atomic uint64_t clk_n;
+	pthread_mutex_t clk_mu;
+	int clk_mu_ok;
+
 	/* Read by other threads through stats(). */
 	_Atomic uint64_t st_entries;
 	_Atomic uint64_t st_syncs;
@@ -386,13 +397,30 @@ uint64_t rocks_events_walk(rocks *r, int hist, const uint8_t *prefix,
                            void *arg);
 /* Put a generation's log, history and membership entries into wb, each
  * table's in key order, sorting in s's scratch (its other contents are
- * not touched). 0, or -1 out of memory (wb then holds some). */
+ * not touched), times coded against clk, which holds the generation's
+ * samples (rocks_clock_note()). 0, or -1 out of memory (wb then holds
+ * some). */
 int rocks_evgen_write(const rocks_evgen *g, sorted *s,
                       rocksdb_writebatch_t *wb,
-                      rocksdb_column_family_handle_t *const *cfs);
+                      rocksdb_column_family_handle_t *const *cfs,
+                      const ev_clock *clk);
 /* A copy of the frozen then the dirty events, by seq (*out malloc()ed, or
  * NULL when none). Under the read lock. TALLY_OK or TALLY_ENOMEM. */
 int rocks_events_copy(rocks *r, rocks_ev **out, size_t *n);
+
+/* rocks_clock.c */
+int rocks_clock_init(rocks *r);
+/* Safe on a store whose init failed, and twice. */
+void rocks_clock_free(rocks *r);
+/* Read the samples META holds (at open, before any read or write). */
+int rocks_clock_load(rocks *r);
+/* Take the samples among g's events into memory and put them into wb
+ * (into META, with g's chunks). 0, or -1 out of memory (wb then holds
+ * some). Any thread. */
+int rocks_clock_note(rocks *r, const rocks_evgen *g, rocksdb_writebatch_t *wb);
+/* The clock as it is now, for coding chunks: its slots below out->n stay
+ * as they are until close. */
+void rocks_clock_get(rocks *r, ev_clock *out);
 
 /* rocks_read.c */
 int rocks_get(store *s, const uint8_t *key, size_t len, int64_t *out);

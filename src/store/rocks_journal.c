@@ -500,8 +500,16 @@ static int mem_entries(rocks *r, sorted *s, rocksdb_writebatch_t *wb,
 	}
 	if (rc == 0)
 		rc = sorted_flush(s, wb, r->cf);
+	/* The generation's samples first: its chunks are coded against
+	 * them, and they land in the same write (rocks_clock.c). */
 	if (rc == 0)
-		rc = rocks_evgen_write(evs, s, wb, r->cf);
+		rc = rocks_clock_note(r, evs, wb);
+	if (rc == 0) {
+		ev_clock clk;
+
+		rocks_clock_get(r, &clk);
+		rc = rocks_evgen_write(evs, s, wb, r->cf, &clk);
+	}
 	if (rc != 0) {
 		sorted_clear(s);
 		rocksdb_writebatch_clear(wb);

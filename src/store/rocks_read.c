@@ -318,6 +318,8 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
 typedef struct scan {
 	rocksdb_iterator_t *it;
 	rocksdb_readoptions_t *ro;
+	ev_clock clk;        /* taken after the iterator: every chunk it
+	                        sees had its samples before it was written */
 	uint8_t upper[KEY_LOG_LEN];
 } scan;
 
@@ -344,6 +346,7 @@ static int scan_open(rocks *r, int cf, scan *sc, const uint8_t *prefix,
 		rocksdb_readoptions_destroy(sc->ro);
 		return TALLY_ENOMEM;
 	}
+	rocks_clock_get(r, &sc->clk);
 	rocksdb_iter_seek(sc->it, (const char *)seek, slen);
 	return TALLY_OK;
 }
@@ -380,7 +383,7 @@ static int log_entry_at(const scan *sc, chunk *ck)
 	key_obj o;
 
 	return log_entry_decode((const uint8_t *)k, klen, (const uint8_t *)v,
-	                        vlen, &o, ck->seq, ck->log, &ck->n);
+	                        vlen, &sc->clk, &o, ck->seq, ck->log, &ck->n);
 }
 
 /* Seek target for "seq < before": seqs are stored inverted, so the first
@@ -579,8 +582,8 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 		uint16_t kt;
 
 		if (hist_entry_decode((const uint8_t *)k, klen,
-		                      (const uint8_t *)v, vlen, &m, &kt, ck.seq,
-		                      ck.hist, &ck.n) != 0) {
+		                      (const uint8_t *)v, vlen, &sc.clk, &m,
+		                      &kt, ck.seq, ck.hist, &ck.n) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}
@@ -619,6 +622,7 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	size_t nev = 0;
 	uint64_t top = 0;
 	chunk ck;
+	ev_clock clk;
 	char *err = NULL;
 	int rc;
 
@@ -642,6 +646,7 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	 * must ask for total order. */
 	rocksdb_readoptions_set_total_order_seek(ro, 1);
 	it = rocksdb_create_iterator_cf(r->db, ro, r->cf[CF_LOG]);
+	rocks_clock_get(r, &clk);
 	for (rocksdb_iter_seek_to_last(it); rc == TALLY_OK &&
 	     rocksdb_iter_valid(it); rocksdb_iter_prev(it)) {
 		size_t klen, vlen;
@@ -650,7 +655,7 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 		key_obj o;
 
 		if (log_entry_decode((const uint8_t *)k, klen,
-		                     (const uint8_t *)v, vlen, &o, ck.seq,
+		                     (const uint8_t *)v, vlen, &clk, &o, ck.seq,
 		                     ck.log, &ck.n) != 0) {
 			rc = TALLY_ECORRUPT;
 			break;

@@ -89,30 +89,52 @@ static void values_at(const uint8_t *p, size_t n)
 	}
 }
 
+/* A clock with samples 1000 ms apart, every seventh slot missing, for
+ * the chunks of format 5. */
+static const ev_clock *fuzz_clock(void)
+{
+	static int64_t *blocks[EV_CLOCK_BLOCKS_MAX];
+	static int64_t block[EV_CLOCK_BLOCK];
+	static ev_clock clk;
+
+	if (blocks[0] == NULL) {
+		for (size_t k = 0; k < EV_CLOCK_BLOCK; k++)
+			block[k] = k % 7 == 3
+			                   ? EV_CLOCK_NONE
+			                   : TALLY_EPOCH_MS + (int64_t)k * 1000;
+		blocks[0] = block;
+		clk.blocks = blocks;
+		clk.n = 1000;
+	}
+	return &clk;
+}
+
 /* A log or history entry: its key, then its value, from p[0, n). What
- * decodes encodes back to the same key and to a value of at most the
- * bytes given that decodes the same. */
+ * decodes encodes back, in the same format, to the same key and to a
+ * value of at most the bytes given that decodes the same. */
 static void log_entry_at(const uint8_t *p, size_t n)
 {
 	static uint64_t seq[EV_CHUNK_MAX], seq2[EV_CHUNK_MAX];
 	static val_log v[EV_CHUNK_MAX], v2[EV_CHUNK_MAX];
 	static uint8_t k[KEY_LOG_LEN], buf[VAL_CHUNK_MAX];
+	const ev_clock *clk = fuzz_clock(), *as;
 	key_obj o, o2;
 	size_t cnt, cnt2, len;
 
 	if (n < KEY_LOG_LEN ||
 	    log_entry_decode(p, KEY_LOG_LEN, p + KEY_LOG_LEN, n - KEY_LOG_LEN,
-	                     &o, seq, v, &cnt) != 0)
+	                     clk, &o, seq, v, &cnt) != 0)
 		return;
+	as = val_chunk_clocked(p + KEY_LOG_LEN, n - KEY_LOG_LEN) ? clk : NULL;
 	FUZZ_CHECK(cnt >= 1 && cnt <= EV_CHUNK_MAX);
 	for (size_t i = 1; i < cnt; i++)
 		FUZZ_CHECK(seq[i] < seq[i - 1]);
 	key_log_encode(k, &o, seq[cnt - 1]);
-	len = val_log_chunk_encode(buf, seq, v, cnt);
+	len = val_log_chunk_encode(buf, seq, v, cnt, as);
 	FUZZ_CHECK(memcmp(k, p, KEY_LOG_LEN) == 0);
 	FUZZ_CHECK(len <= n - KEY_LOG_LEN);
-	FUZZ_CHECK(log_entry_decode(k, KEY_LOG_LEN, buf, len, &o2, seq2, v2,
-	                            &cnt2) == 0 && cnt2 == cnt);
+	FUZZ_CHECK(log_entry_decode(k, KEY_LOG_LEN, buf, len, clk, &o2, seq2,
+	                            v2, &cnt2) == 0 && cnt2 == cnt);
 	for (size_t i = 0; i < cnt; i++) {
 		FUZZ_CHECK(seq2[i] == seq[i] && v2[i].member == v[i].member);
 		FUZZ_CHECK(v2[i].at_ms == v[i].at_ms);
@@ -128,19 +150,21 @@ static void hist_entry_at(const uint8_t *p, size_t n)
 	static uint8_t k[KEY_HIST_LEN], buf[VAL_CHUNK_MAX];
 	uint64_t member, member2;
 	uint16_t ktype, ktype2;
+	const ev_clock *clk = fuzz_clock(), *as;
 	size_t cnt, cnt2, len;
 
 	if (n < KEY_HIST_LEN ||
 	    hist_entry_decode(p, KEY_HIST_LEN, p + KEY_HIST_LEN,
-	                      n - KEY_HIST_LEN, &member, &ktype, seq, v,
+	                      n - KEY_HIST_LEN, clk, &member, &ktype, seq, v,
 	                      &cnt) != 0)
 		return;
+	as = val_chunk_clocked(p + KEY_HIST_LEN, n - KEY_HIST_LEN) ? clk : NULL;
 	FUZZ_CHECK(cnt >= 1 && cnt <= EV_CHUNK_MAX);
 	key_hist_encode(k, member, ktype, seq[cnt - 1]);
-	len = val_hist_chunk_encode(buf, seq, v, cnt);
+	len = val_hist_chunk_encode(buf, seq, v, cnt, as);
 	FUZZ_CHECK(memcmp(k, p, KEY_HIST_LEN) == 0);
 	FUZZ_CHECK(len <= n - KEY_HIST_LEN);
-	FUZZ_CHECK(hist_entry_decode(k, KEY_HIST_LEN, buf, len, &member2,
+	FUZZ_CHECK(hist_entry_decode(k, KEY_HIST_LEN, buf, len, clk, &member2,
 	                             &ktype2, seq2, v2, &cnt2) == 0 &&
 	           cnt2 == cnt);
 	for (size_t i = 0; i < cnt; i++) {

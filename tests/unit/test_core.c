@@ -563,7 +563,7 @@ static void test_chunk_log_round_trip(void **state)
 		if (t == 1)
 			v[0].at_ms = INT64_MAX;
 		key_log_encode(k, &o, seq[n - 1]);
-		len = val_log_chunk_encode(buf, seq, v, n);
+		len = val_log_chunk_encode(buf, seq, v, n, NULL);
 		assert_in_range(len, 4, VAL_CHUNK_MAX);
 		if (n == 1) { /* a chunk of one is the single value */
 			uint8_t one[VAL_EVENT_MAX];
@@ -571,8 +571,8 @@ static void test_chunk_log_round_trip(void **state)
 			assert_int_equal(val_log_encode(one, &v[0]), len);
 			assert_memory_equal(one, buf, len);
 		}
-		assert_int_equal(log_entry_decode(k, sizeof k, buf, len, &od,
-		                                  dseq, d, &got), 0);
+		assert_int_equal(log_entry_decode(k, sizeof k, buf, len, NULL,
+		                                  &od, dseq, d, &got), 0);
 		assert_int_equal(got, n);
 		assert_int_equal(od.ctype, 3);
 		assert_int_equal(od.content, o.content);
@@ -583,29 +583,32 @@ static void test_chunk_log_round_trip(void **state)
 		 * events before the cut (RocksDB's checksums, not this
 		 * format, catch a value cut short). */
 		for (size_t cut = 0; cut < len; cut++)
-			if (log_entry_decode(k, sizeof k, buf, cut, &od, dseq, d,
-			                     &got) == 0) {
+			if (log_entry_decode(k, sizeof k, buf, cut, NULL, &od,
+			                     dseq, d, &got) == 0) {
 				assert_true(got >= 1 && got < n);
 				check_log_events(d, v, got);
 			}
 		buf[len] = 0;
 		assert_int_equal(log_entry_decode(k, sizeof k, buf, len + 1,
-		                                  &od, dseq, d, &got), -1);
-		assert_int_equal(log_entry_decode(k, KEY_LOG_LEN - 1, buf, len,
-		                                  &od, dseq, d, &got), -1);
-		assert_int_equal(log_entry_decode(k, KEY_LOG_LEN + 1, buf, len,
-		                                  &od, dseq, d, &got), -1);
+		                                  NULL, &od, dseq, d, &got),
+		                 -1);
+		assert_int_equal(log_entry_decode(k, KEY_LOG_LEN - 1, buf,
+		                                  len, NULL, &od, dseq, d,
+		                                  &got), -1);
+		assert_int_equal(log_entry_decode(k, KEY_LOG_LEN + 1, buf,
+		                                  len, NULL, &od, dseq, d,
+		                                  &got), -1);
 	}
 	/* EV_CHUNK_MAX + 1 events are refused: the readers' room. */
-	size_t len = val_log_chunk_encode(buf, seq, v, EV_CHUNK_MAX);
+	size_t len = val_log_chunk_encode(buf, seq, v, EV_CHUNK_MAX, NULL);
 	len += varint_put_u64(buf + len, 1);
 	len += varint_put_u64(buf + len, 5);
 	len += varint_put_i64(buf + len, 0);
 	len += varint_put_i64(buf + len, 1);
 	len += varint_put_i64(buf + len, 0);
 	key_log_encode(k, &o, seq[EV_CHUNK_MAX - 1] - 1);
-	assert_int_equal(log_entry_decode(k, sizeof k, buf, len, &od, dseq, d,
-	                                  &got), -1);
+	assert_int_equal(log_entry_decode(k, sizeof k, buf, len, NULL, &od,
+	                                  dseq, d, &got), -1);
 	/* The key names the oldest; the newest is it plus the gaps, which
 	 * may reach UINT64_MAX and not pass it. A gap of 0 is refused. */
 	for (uint64_t gap = 0; gap <= 6; gap++) {
@@ -616,8 +619,8 @@ static void test_chunk_log_round_trip(void **state)
 		len += varint_put_i64(buf + len, 1);
 		len += varint_put_i64(buf + len, 0);
 		key_log_encode(k, &o, UINT64_MAX - 5);
-		assert_int_equal(log_entry_decode(k, sizeof k, buf, len, &od,
-		                                  dseq, d, &got),
+		assert_int_equal(log_entry_decode(k, sizeof k, buf, len, NULL,
+		                                  &od, dseq, d, &got),
 		                 gap >= 1 && gap <= 5 ? 0 : -1);
 		if (gap >= 1 && gap <= 5) {
 			assert_int_equal(got, 2);
@@ -626,8 +629,8 @@ static void test_chunk_log_round_trip(void **state)
 			assert_int_equal(d[1].total, 4 - 3);
 		}
 	}
-	assert_int_equal(log_entry_decode(NULL, 0, buf, 4, &od, dseq, d, &got),
-	                 -1);
+	assert_int_equal(log_entry_decode(NULL, 0, buf, 4, NULL, &od, dseq, d,
+	                                  &got), -1);
 }
 
 static void test_chunk_hist_round_trip(void **state)
@@ -652,8 +655,8 @@ static void test_chunk_hist_round_trip(void **state)
 		}
 		v[0].at_ms = TALLY_AT_MS_MAX;
 		key_hist_encode(k, 77, 9, seq[n - 1]);
-		len = val_hist_chunk_encode(buf, seq, v, n);
-		assert_int_equal(hist_entry_decode(k, sizeof k, buf, len,
+		len = val_hist_chunk_encode(buf, seq, v, n, NULL);
+		assert_int_equal(hist_entry_decode(k, sizeof k, buf, len, NULL,
 		                                   &member, &ktype, dseq, d,
 		                                   &got), 0);
 		assert_int_equal(got, n);
@@ -667,8 +670,9 @@ static void test_chunk_hist_round_trip(void **state)
 			assert_int_equal(d[i].delta, v[i].delta);
 		}
 		for (size_t cut = 0; cut < len; cut++)
-			if (hist_entry_decode(k, sizeof k, buf, cut, &member,
-			                      &ktype, dseq, d, &got) == 0)
+			if (hist_entry_decode(k, sizeof k, buf, cut, NULL,
+			                      &member, &ktype, dseq, d,
+			                      &got) == 0)
 				assert_true(got >= 1 && got < n);
 	}
 	/* A ctype past u16 in a next event is refused. */
@@ -679,10 +683,171 @@ static void test_chunk_hist_round_trip(void **state)
 	len += varint_put_i64(buf + len, 0);
 	len += varint_put_i64(buf + len, 1);
 	key_hist_encode(k, 77, 9, 10);
-	assert_int_equal(hist_entry_decode(k, sizeof k, buf, len, &member,
+	assert_int_equal(hist_entry_decode(k, sizeof k, buf, len, NULL, &member,
 	                                   &ktype, dseq, d, &got), -1);
-	assert_int_equal(hist_entry_decode(k, KEY_HIST_LEN + 1, buf, len,
+	assert_int_equal(hist_entry_decode(k, KEY_HIST_LEN + 1, buf, len, NULL,
 	                                   &member, &ktype, dseq, d, &got), -1);
+}
+
+/* A clock of two blocks' worth of slots, n filled: slot k holds base +
+ * 1000 k, every fifth missing. */
+typedef struct test_clock {
+	int64_t *blocks[EV_CLOCK_BLOCKS_MAX];
+	ev_clock clk;
+} test_clock;
+
+static test_clock *test_clock_new(uint64_t n, int64_t base)
+{
+	test_clock *t = calloc(1, sizeof *t);
+
+	assert_non_null(t);
+	for (size_t b = 0; b < 2; b++) {
+		t->blocks[b] = malloc(EV_CLOCK_BLOCK * sizeof *t->blocks[b]);
+		assert_non_null(t->blocks[b]);
+		for (size_t i = 0; i < EV_CLOCK_BLOCK; i++) {
+			uint64_t k = b * EV_CLOCK_BLOCK + i;
+
+			t->blocks[b][i] = k % 5 == 4 ? EV_CLOCK_NONE
+			                             : base + (int64_t)k * 1000;
+		}
+	}
+	assert_true(n <= 2 * EV_CLOCK_BLOCK);
+	t->clk.blocks = t->blocks;
+	t->clk.n = n;
+	return t;
+}
+
+static void test_clock_free(test_clock *t)
+{
+	free(t->blocks[0]);
+	free(t->blocks[1]);
+	free(t);
+}
+
+static void test_clock_predict(void **state)
+{
+	(void)state;
+	const int64_t base = TALLY_EPOCH_MS + 123456789;
+	test_clock *t = test_clock_new(EV_CLOCK_BLOCK + 10, base);
+	const ev_clock *c = &t->clk;
+
+	/* Slot k holds event k * EV_CLOCK_EVERY + 1 and serves the
+	 * EV_CLOCK_EVERY events from it on. */
+	assert_int_equal(ev_clock_predict(c, 1), base);
+	assert_int_equal(ev_clock_predict(c, EV_CLOCK_EVERY), base);
+	assert_int_equal(ev_clock_predict(c, EV_CLOCK_EVERY + 1), base + 1000);
+	assert_int_equal(ev_clock_predict(c, 3 * EV_CLOCK_EVERY + 1),
+	                 base + 3000);
+	/* The second block. */
+	assert_int_equal(ev_clock_predict(c, EV_CLOCK_BLOCK * EV_CLOCK_EVERY +
+	                                     1),
+	                 base + (int64_t)EV_CLOCK_BLOCK * 1000);
+	/* No sample: a missing slot, one past n, seq 0, no clock. */
+	assert_int_equal(ev_clock_predict(c, 4 * EV_CLOCK_EVERY + 1),
+	                 TALLY_EPOCH_MS);
+	assert_int_equal(ev_clock_predict(c, (EV_CLOCK_BLOCK + 10) *
+	                                     EV_CLOCK_EVERY + 1),
+	                 TALLY_EPOCH_MS);
+	assert_int_equal(ev_clock_predict(c, UINT64_MAX), TALLY_EPOCH_MS);
+	assert_int_equal(ev_clock_predict(c, 0), TALLY_EPOCH_MS);
+	assert_int_equal(ev_clock_predict(NULL, 1), TALLY_EPOCH_MS);
+	test_clock_free(t);
+}
+
+static void test_chunk_clock(void **state)
+{
+	(void)state;
+	const int64_t base = TALLY_EPOCH_MS + 2000000000;
+	test_clock *t = test_clock_new(64, base);
+	uint64_t s = 0x2545F4914F6CDD1Dull;
+	uint64_t seq[EV_CHUNK_MAX], dseq[EV_CHUNK_MAX];
+	val_log v[EV_CHUNK_MAX], d[EV_CHUNK_MAX];
+	val_hist hv[EV_CHUNK_MAX], hd[EV_CHUNK_MAX];
+	uint8_t k[KEY_LOG_LEN], hk[KEY_HIST_LEN], buf[VAL_CHUNK_MAX],
+	        old[VAL_CHUNK_MAX];
+	key_obj o = { 1, 2, 42 }, od;
+	size_t len, olen, got;
+	uint64_t member;
+	uint16_t ktype;
+
+	/* Seqs within and past the clock's samples, times any int64 (a
+	 * time far from its sample still codes exactly). */
+	for (size_t n = 1; n <= EV_CHUNK_MAX; n = n * 3 + 1) {
+		for (size_t i = 0; i < n; i++)
+			seq[i] = 70 * EV_CLOCK_EVERY - 1 - i * 500;
+		for (size_t i = 0; i < n; i++) {
+			v[i].member = chunk_rand(&s);
+			v[i].at_ms = i % 4 == 3 ? (int64_t)chunk_rand(&s)
+			                        : ev_clock_predict(&t->clk,
+			                                           seq[i]) +
+			                                  (int64_t)(i % 9);
+			v[i].delta = 1;
+			v[i].total = (int64_t)(n - i);
+			hv[i] = (val_hist){ 7, chunk_rand(&s), v[i].at_ms,
+			                    i % 2 ? -1 : 1 };
+		}
+		key_log_encode(k, &o, seq[n - 1]);
+		len = val_log_chunk_encode(buf, seq, v, n, &t->clk);
+		assert_true(val_chunk_clocked(buf, len));
+		assert_int_equal(log_entry_decode(k, sizeof k, buf, len,
+		                                  &t->clk, &od, dseq, d, &got),
+		                 0);
+		assert_int_equal(got, n);
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(dseq[i], seq[i]);
+		check_log_events(d, v, n);
+		/* Format 4 still reads as it was written, clock or not. */
+		olen = val_log_chunk_encode(old, seq, v, n, NULL);
+		assert_false(val_chunk_clocked(old, olen));
+		assert_int_equal(log_entry_decode(k, sizeof k, old, olen,
+		                                  &t->clk, &od, dseq, d, &got),
+		                 0);
+		check_log_events(d, v, got);
+		/* Cut short where an event ends, a value decodes the
+		 * events before the cut with the wrong seqs (the key names
+		 * the oldest), so with the wrong times too: RocksDB's
+		 * checksums catch a value cut short, not this format. */
+		for (size_t cut = 0; cut < len; cut++)
+			if (log_entry_decode(k, sizeof k, buf, cut, &t->clk,
+			                     &od, dseq, d, &got) == 0) {
+				assert_true(got >= 1 && got < n);
+				for (size_t i = 0; i < got; i++)
+					assert_int_equal(d[i].member,
+					                 v[i].member);
+			}
+
+		key_hist_encode(hk, 5, 2, seq[n - 1]);
+		len = val_hist_chunk_encode(buf, seq, hv, n, &t->clk);
+		assert_int_equal(hist_entry_decode(hk, sizeof hk, buf, len,
+		                                   &t->clk, &member, &ktype,
+		                                   dseq, hd, &got), 0);
+		assert_int_equal(got, n);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(dseq[i], seq[i]);
+			assert_int_equal(hd[i].content, hv[i].content);
+			assert_int_equal(hd[i].at_ms, hv[i].at_ms);
+			assert_int_equal(hd[i].delta, hv[i].delta);
+		}
+	}
+	/* A time within a byte's reach of its sample takes one byte: mark,
+	 * ctype, content, residual, delta. */
+	seq[0] = 3 * EV_CLOCK_EVERY + 5;
+	hv[0] = (val_hist){ 1, 100, base + 3000 + 17, 1 };
+	assert_int_equal(val_hist_chunk_encode(buf, seq, hv, 1, &t->clk),
+	                 EV_CHUNK_MARK_LEN + 4);
+	/* Format 4 took five bytes for it (2e9 ms after the epoch). */
+	assert_int_equal(val_hist_chunk_encode(buf, seq, hv, 1, NULL), 8);
+	/* A value that is only the mark, or the mark and a cut event, is
+	 * refused. */
+	assert_int_equal(hist_entry_decode(hk, sizeof hk, buf, 0, &t->clk,
+	                                   &member, &ktype, dseq, hd, &got),
+	                 -1);
+	len = val_hist_chunk_encode(buf, seq, hv, 1, &t->clk);
+	for (size_t cut = 0; cut < len; cut++)
+		assert_int_equal(hist_entry_decode(hk, sizeof hk, buf, cut,
+		                                   &t->clk, &member, &ktype,
+		                                   dseq, hd, &got), -1);
+	test_clock_free(t);
 }
 
 static void test_val_i64(void **state)
@@ -1344,6 +1509,8 @@ int main(void)
 		cmocka_unit_test(test_val_hist_rejects_bad_fields),
 		cmocka_unit_test(test_chunk_log_round_trip),
 		cmocka_unit_test(test_chunk_hist_round_trip),
+		cmocka_unit_test(test_clock_predict),
+		cmocka_unit_test(test_chunk_clock),
 		cmocka_unit_test(test_val_i64),
 		cmocka_unit_test(test_name_valid),
 		cmocka_unit_test(test_record_exact_layout),

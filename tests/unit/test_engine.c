@@ -32,7 +32,8 @@
 #include <rocksdb/c.h>
 
 #include "tally.h"
-#include "store/rocks_int.h" /* META_FORMAT */
+#include "core/keys.h"
+#include "store/rocks_int.h" /* META_FORMAT, CF_*, ROCKS_FORMAT */
 
 /* ------------------------------------------------------------------------
  * Assertion helpers: they print error codes as their names' descriptions
@@ -3510,9 +3511,9 @@ static int raw_format(const char *dir, int put)
 	return got;
 }
 
-/* Folders of formats 1 to 3 open (and are marked 4: chunks of events
- * may follow); a folder marked newer, or 0, is refused with
- * TALLY_EVERSION and left as it is. */
+/* Folders of formats 1 to 4 open (and are marked 5: chunks coded
+ * against the clock may follow); a folder marked newer, or 0, is refused
+ * with TALLY_EVERSION and left as it is. */
 static void test_store_format_upgrade_and_refusal(void **state)
 {
 	struct fx *f = *state;
@@ -3520,23 +3521,217 @@ static void test_store_format_upgrade_and_refusal(void **state)
 
 	add_ok(f->t, &ev);
 	tally_closep(&f->t);
-	CHECK_I64(raw_format(f->db, -1), 4);
-	for (int old = 1; old <= 3; old++) {
+	CHECK_I64(raw_format(f->db, -1), ROCKS_FORMAT);
+	for (int old = 1; old < ROCKS_FORMAT; old++) {
 		CHECK_I64(raw_format(f->db, old), old);
 		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
 		CHECK_I64(count_of(f->t, "article", "like", 1), 1);
 		tally_closep(&f->t);
-		CHECK_I64(raw_format(f->db, -1), 4);
+		CHECK_I64(raw_format(f->db, -1), ROCKS_FORMAT);
 	}
-	int bad[] = { 0, 5, 255 };
+	int bad[] = { 0, ROCKS_FORMAT + 1, 255 };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		CHECK_I64(raw_format(f->db, bad[i]), bad[i]);
 		CHECK_RC(tally_open(f->db, &f->opts, &f->t), TALLY_EVERSION);
 		assert_null(f->t);
 		CHECK_I64(raw_format(f->db, -1), bad[i]);
 	}
-	CHECK_I64(raw_format(f->db, 4), 4);
+	CHECK_I64(raw_format(f->db, ROCKS_FORMAT), ROCKS_FORMAT);
 	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+}
+
+/* Format 4 chunks (times whole or as differences, no mark), as builds
+ * before the clock wrote them, put into a closed folder with RocksDB's
+ * own API: an object's log of three events and a member's history of
+ * two, under the type ids of an event tally wrote. */
+#define OLD_SEQ 500000
+static void raw_put_format4_chunks(const char *dir, const int64_t *at)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	char *err = NULL, **names;
+	size_t ncf = 0, klen;
+	rocksdb_column_family_handle_t *h[CF_COUNT];
+	const rocksdb_options_t *opts[CF_COUNT];
+	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
+	uint64_t seq[3] = { OLD_SEQ + 2, OLD_SEQ + 1, OLD_SEQ };
+	val_log lv[3];
+	val_hist hv[2];
+	key_obj obj;
+	uint64_t s0;
+
+	names = rocksdb_list_column_families(o, dir, &ncf, &err);
+	assert_null(err);
+	assert_int_equal(ncf, CF_COUNT);
+	for (size_t i = 0; i < ncf; i++)
+		opts[i] = o;
+	rocksdb_t *db = rocksdb_open_column_families(
+		o, dir, (int)ncf, (const char *const *)names, opts, h, &err);
+	assert_null(err);
+	assert_string_equal(names[CF_LOG], "log");
+	/* The ids of the one object tally wrote (article/view 1). */
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro, h[CF_LOG]);
+	rocksdb_iter_seek_to_first(it);
+	assert_true(rocksdb_iter_valid(it));
+	const char *key = rocksdb_iter_key(it, &klen);
+	assert_int_equal(key_log_decode((const uint8_t *)key, klen, &obj, &s0),
+	                 0);
+	rocksdb_iter_destroy(it);
+	obj.content = 77;
+	for (int i = 0; i < 3; i++)
+		lv[i] = (val_log){ 4242 + (uint64_t)i, at[i], 1, 3 - i };
+	key_log_encode(k, &obj, seq[2]);
+	size_t vlen = val_log_chunk_encode(v, seq, lv, 3, NULL);
+	rocksdb_put_cf(db, wo, h[CF_LOG], (const char *)k, KEY_LOG_LEN,
+	               (const char *)v, vlen, &err);
+	assert_null(err);
+	for (int i = 0; i < 2; i++)
+		hv[i] = (val_hist){ obj.ctype, 80 + (uint64_t)i, at[i], 1 };
+	key_hist_encode(k, 4343, obj.ktype, seq[1]);
+	vlen = val_hist_chunk_encode(v, seq, hv, 2, NULL);
+	rocksdb_put_cf(db, wo, h[CF_HIST], (const char *)k, KEY_HIST_LEN,
+	               (const char *)v, vlen, &err);
+	assert_null(err);
+	for (size_t i = 0; i < ncf; i++)
+		rocksdb_column_family_handle_destroy(h[i]);
+	rocksdb_close(db);
+	rocksdb_list_column_families_destroy(names, ncf);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_options_destroy(o);
+}
+
+/* A folder written before the clock (format 4) reads its chunks as they
+ * were written, beside chunks of format 5 written after its upgrade. */
+static void test_format4_chunks_read_after_upgrade(void **state)
+{
+	struct fx *f = *state;
+	const int64_t at[3] = { INT64_C(1700000000900), INT64_C(1700000000500),
+	                        INT64_C(1600000000000) };
+	tally_event ev = ev_of("article", "view", 1, 1);
+	tally_entry e[4];
+	tally_history_entry hh[3];
+	size_t got;
+
+	ev.at_ms = INT64_C(1700000000000);
+	add_ok(f->t, &ev);
+	tally_closep(&f->t);
+	raw_put_format4_chunks(f->db, at);
+	CHECK_I64(raw_format(f->db, 4), 4);
+	for (int round = 0; round < 2; round++) {
+		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+		CHECK_OK(tally_recent(f->t, "article", "view", 77, 4, 0, e,
+		                      &got));
+		CHECK_U64(got, 3);
+		for (size_t i = 0; i < 3; i++) {
+			CHECK_U64(e[i].member, 4242 + i);
+			CHECK_I64(e[i].at_ms, at[i]);
+			CHECK_U64(e[i].seq, OLD_SEQ + 2 - i);
+		}
+		CHECK_OK(tally_history(f->t, 4343, "view", 3, 0, hh, &got));
+		CHECK_U64(got, 2);
+		for (size_t i = 0; i < 2; i++) {
+			CHECK_U64(hh[i].content, 80 + i);
+			CHECK_I64(hh[i].at_ms, at[i]);
+		}
+		/* The event tally wrote, and one written after the upgrade
+		 * (format 5 once the close checkpoints it). */
+		CHECK_OK(tally_recent(f->t, "article", "view", 1, 4, 0, e,
+		                      &got));
+		CHECK_U64(got, 1 + (size_t)round);
+		CHECK_I64(e[got - 1].at_ms, INT64_C(1700000000000));
+		if (round == 0) {
+			ev.at_ms = INT64_C(1700000000007);
+			add_ok(f->t, &ev);
+		} else {
+			CHECK_I64(e[0].at_ms, INT64_C(1700000000007));
+		}
+		tally_closep(&f->t);
+		CHECK_I64(raw_format(f->db, -1), ROCKS_FORMAT);
+	}
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+}
+
+/* Times coded against the clock (a sample every EV_CLOCK_EVERY events,
+ * kept in META) read back exact: after a reopen (samples from META),
+ * through RECENT, HISTORY and the scan, with checkpoints every 256
+ * events, and with samples whose own time is far from their
+ * neighbours' (an AT in the past). */
+#define CLK_N 5000
+static int clk_scan_fn(void *arg, const tally_event_rec *ev)
+{
+	int64_t *seen = arg;
+
+	if (ev->seq < 1 || ev->seq > CLK_N || seen[ev->seq - 1] != 0)
+		return 1;
+	seen[ev->seq - 1] = ev->at_ms;
+	return 0;
+}
+
+static void test_clock_times_read_back(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	static int64_t at[CLK_N], seen[CLK_N];
+	tally_entry page[64];
+	tally_history_entry hp[64];
+	uint64_t before;
+	size_t got, k;
+
+	o.cache_entries_max = 1024;
+	fx_reopen_with(f, &o);
+	for (size_t i = 0; i < CLK_N; i++) {
+		tally_event ev = ev_of("article", "view", i % 7, 1 + i % 11);
+
+		/* Seq i + 1: slot i / EV_CLOCK_EVERY samples event i. */
+		at[i] = INT64_C(1700000000000) + (int64_t)i * 3;
+		if (i % EV_CLOCK_EVERY == 0 && i % (2 * EV_CLOCK_EVERY) != 0)
+			at[i] = INT64_C(1500000000000) + (int64_t)i;
+		if (i % 97 == 5)
+			at[i] = INT64_C(1800000000000) - (int64_t)i;
+		ev.at_ms = at[i];
+		add_ok(f->t, &ev);
+	}
+	for (int round = 0; round < 2; round++) {
+		fx_reopen_with(f, &o);
+		memset(seen, 0, sizeof seen);
+		CHECK_OK(tally_events_scan(f->t, clk_scan_fn, seen));
+		for (size_t i = 0; i < CLK_N; i++)
+			CHECK_I64(seen[i], at[i]);
+		/* Object 3's events, newest first. */
+		before = 0;
+		k = CLK_N;
+		do {
+			CHECK_OK(tally_recent(f->t, "article", "view", 3, 64,
+			                      before, page, &got));
+			for (size_t j = 0; j < got; j++) {
+				while (k > 0 && (k - 1) % 7 != 3)
+					k--;
+				assert_true(k > 0);
+				k--;
+				CHECK_U64(page[j].seq, k + 1);
+				CHECK_I64(page[j].at_ms, at[k]);
+				before = page[j].seq;
+			}
+		} while (got == 64);
+		/* Member 5's history, newest first. */
+		before = 0;
+		k = CLK_N;
+		do {
+			CHECK_OK(tally_history(f->t, 5, "view", 64, before, hp,
+			                       &got));
+			for (size_t j = 0; j < got; j++) {
+				while (k > 0 && (k - 1) % 11 != 4)
+					k--;
+				assert_true(k > 0);
+				k--;
+				CHECK_U64(hp[j].seq, k + 1);
+				CHECK_I64(hp[j].at_ms, at[k]);
+				before = hp[j].seq;
+			}
+		} while (got == 64);
+	}
 }
 
 /* Events written by checkpoints in chunks (up to EV_CHUNK_MAX of one
@@ -3852,6 +4047,8 @@ int main(void)
 	    T(test_membership_from_tables_decides_unique),
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
+	    T(test_format4_chunks_read_after_upgrade),
+	    T(test_clock_times_read_back),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
 	    T(test_type_add_then_use_survives_reopen),
