@@ -235,21 +235,24 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 
 /* ---- the clock ----------------------------------------------------------- */
 
-int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq)
+int ev_clock_sample(const ev_clock *clk, uint64_t seq, int64_t *t)
 {
 	/* Seqs start at 1: slot k is the time of event k * EVERY + 1.
 	 * Seq 0 wraps past any clock. */
 	uint64_t k = (seq - 1) >> EV_CLOCK_SHIFT;
 	const int64_t *block;
-	int64_t t;
 
+	assert(t != NULL);
 	if (clk == NULL || k >= clk->n)
-		return TALLY_EPOCH_MS;
+		return -1;
 	assert(clk->n <= EV_CLOCK_SAMPLES_MAX);
+	/* A clock that skipped whole blocks (a folder of an older format
+	 * upgraded mid-block, seqs given back) has no memory for them. */
 	block = clk->blocks[k >> EV_CLOCK_BLOCK_SHIFT];
-	assert(block != NULL);
-	t = block[k & (EV_CLOCK_BLOCK - 1)];
-	return t == EV_CLOCK_NONE ? TALLY_EPOCH_MS : t;
+	if (block == NULL || block[k & (EV_CLOCK_BLOCK - 1)] == EV_CLOCK_NONE)
+		return -1;
+	*t = block[k & (EV_CLOCK_BLOCK - 1)];
+	return 0;
 }
 
 /* ---- chunks -------------------------------------------------------------- */
@@ -281,25 +284,36 @@ static size_t put_seq(uint8_t *buf, const uint64_t *seq, size_t i)
 	return varint_put_u64(buf, seq[i - 1] - seq[i]);
 }
 
-/* Event i's time, as the format codes it: format 5 (clk) its residual
- * from the clock; format 4 the first's from the epoch, the others' from
- * the newer one's. */
-static size_t put_time(uint8_t *buf, const uint64_t *seq, const int64_t *at,
-                       size_t i, const ev_clock *clk)
+/* Event i's time, as the format codes it: format 5 (pred, one sample per
+ * event) its residual from its sample; format 4 (pred NULL) the first's
+ * from the epoch, the others' from the newer one's. */
+static size_t put_time(uint8_t *buf, const int64_t *at, size_t i,
+                       const int64_t *pred)
 {
-	if (clk != NULL) {
-		int64_t pred = ev_clock_predict(clk, seq[i]);
-
-		return varint_put_i64(buf, wrap_sub(at[i], pred));
-	}
+	if (pred != NULL)
+		return varint_put_i64(buf, wrap_sub(at[i], pred[i]));
 	if (i == 0)
 		return put_at_ms(buf, at[0]);
 	return varint_put_i64(buf, wrap_sub(at[i - 1], at[i]));
 }
 
-static size_t put_mark(uint8_t *buf, const ev_clock *clk)
+/* Format 5 when clk has every event's sample (into pred; returns pred),
+ * else format 4 (NULL): a chunk never points at a sample that is not
+ * there, so a missing one on read is damage, not a guess. */
+static const int64_t *predict(const ev_clock *clk, const uint64_t *seq,
+                              size_t n, int64_t *pred)
 {
 	if (clk == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (ev_clock_sample(clk, seq[i], &pred[i]) != 0)
+			return NULL;
+	return pred;
+}
+
+static size_t put_mark(uint8_t *buf, const int64_t *pred)
+{
+	if (pred == NULL)
 		return 0;
 	memcpy(buf, chunk_mark, sizeof chunk_mark);
 	return sizeof chunk_mark;
@@ -308,16 +322,18 @@ static size_t put_mark(uint8_t *buf, const ev_clock *clk)
 size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
                             const val_log *v, size_t n, const ev_clock *clk)
 {
-	int64_t at[EV_CHUNK_MAX];
+	int64_t at[EV_CHUNK_MAX], pbuf[EV_CHUNK_MAX];
+	const int64_t *pred;
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
 	assert(n >= 1 && n <= EV_CHUNK_MAX);
 	for (size_t i = 0; i < n; i++)
 		at[i] = v[i].at_ms;
-	len = put_mark(buf, clk);
+	pred = predict(clk, seq, n, pbuf);
+	len = put_mark(buf, pred);
 	len += varint_put_u64(buf + len, v[0].member);
-	len += put_time(buf + len, seq, at, 0, clk);
+	len += put_time(buf + len, at, 0, pred);
 	len += varint_put_i64(buf + len, v[0].delta);
 	len += varint_put_i64(buf + len, v[0].total);
 	for (size_t i = 1; i < n; i++) {
@@ -325,7 +341,7 @@ size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
 
 		len += put_seq(buf + len, seq, i);
 		len += varint_put_u64(buf + len, v[i].member);
-		len += put_time(buf + len, seq, at, i, clk);
+		len += put_time(buf + len, at, i, pred);
 		len += varint_put_i64(buf + len, v[i].delta);
 		len += varint_put_i64(buf + len, wrap_sub(implied, v[i].total));
 	}
@@ -337,20 +353,22 @@ size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
                              const val_hist *v, size_t n,
                              const ev_clock *clk)
 {
-	int64_t at[EV_CHUNK_MAX];
+	int64_t at[EV_CHUNK_MAX], pbuf[EV_CHUNK_MAX];
+	const int64_t *pred;
 	size_t len;
 
 	assert(buf != NULL && seq != NULL && v != NULL);
 	assert(n >= 1 && n <= EV_CHUNK_MAX);
 	for (size_t i = 0; i < n; i++)
 		at[i] = v[i].at_ms;
-	len = put_mark(buf, clk);
+	pred = predict(clk, seq, n, pbuf);
+	len = put_mark(buf, pred);
 	for (size_t i = 0; i < n; i++) {
 		if (i > 0)
 			len += put_seq(buf + len, seq, i);
 		len += varint_put_u64(buf + len, v[i].ctype);
 		len += varint_put_u64(buf + len, v[i].content);
-		len += put_time(buf + len, seq, at, i, clk);
+		len += put_time(buf + len, at, i, pred);
 		len += varint_put_i64(buf + len, v[i].delta);
 	}
 	assert(len <= VAL_CHUNK_MAX);
@@ -406,11 +424,19 @@ static int64_t read_time(val_reader *r, const int64_t *at, size_t i, int v5)
 	return wrap_sub(at[i - 1], read_i64(r));
 }
 
-static void times_fix(int64_t *at, const uint64_t *seq, size_t n,
-                      const ev_clock *clk)
+/* Format 5: each residual in at[] plus its event's sample; -1 when one
+ * is missing (the writer had them all: META lost an entry). */
+static int times_fix(int64_t *at, const uint64_t *seq, size_t n,
+                     const ev_clock *clk)
 {
-	for (size_t i = 0; i < n; i++)
-		at[i] = wrap_add(at[i], ev_clock_predict(clk, seq[i]));
+	int64_t t;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ev_clock_sample(clk, seq[i], &t) != 0)
+			return -1;
+		at[i] = wrap_add(at[i], t);
+	}
+	return 0;
 }
 
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
@@ -451,8 +477,8 @@ int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	if (reader_done(&r) != 0)
 		return -1;
 	seqs_fix(seq, cnt, oldest);
-	if (v5)
-		times_fix(at, seq, cnt, clk);
+	if (v5 && times_fix(at, seq, cnt, clk) != 0)
+		return -1;
 	for (size_t i = 0; i < cnt; i++)
 		out[i].at_ms = at[i];
 	*n = cnt;
@@ -493,8 +519,8 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	if (reader_done(&r) != 0)
 		return -1;
 	seqs_fix(seq, cnt, oldest);
-	if (v5)
-		times_fix(at, seq, cnt, clk);
+	if (v5 && times_fix(at, seq, cnt, clk) != 0)
+		return -1;
 	for (size_t i = 0; i < cnt; i++)
 		out[i].at_ms = at[i];
 	*n = cnt;

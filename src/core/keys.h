@@ -86,8 +86,8 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v);
  * move, so that readers need no lock: the store publishes n after
  * filling samples below it. Capacity: EV_CLOCK_BLOCKS_MAX blocks of
  * EV_CLOCK_BLOCK samples, 2^42 events; past it, and where an event is
- * missing, there is no sample and a time is coded against
- * TALLY_EPOCH_MS, as format 4 coded it. */
+ * missing (seqs before the clock, seqs given back), there is no sample
+ * and the chunks of those events are written in format 4. */
 #define EV_CLOCK_SHIFT 10
 #define EV_CLOCK_EVERY (UINT64_C(1) << EV_CLOCK_SHIFT)
 #define EV_CLOCK_BLOCK_SHIFT 16
@@ -102,10 +102,10 @@ typedef struct ev_clock {
 	uint64_t n;             /* samples 0..n-1 are filled */
 } ev_clock;
 
-/* The time that event seq's time is coded against: its sample, or
- * TALLY_EPOCH_MS when there is none (clk NULL, past clk->n, or
- * EV_CLOCK_NONE). */
-int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq);
+/* The sample that event seq's time is coded against, into *t. Returns 0,
+ * or -1 when there is none: clk NULL, seq 0, past clk->n, a block never
+ * filled, or a slot of EV_CLOCK_NONE. */
+int ev_clock_sample(const ev_clock *clk, uint64_t seq, int64_t *t);
 
 /* Chunks: up to EV_CHUNK_MAX events of one object's log (or of one
  * member's history of one type) in one entry, written by a checkpoint for
@@ -127,8 +127,9 @@ int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq);
  * Format 5: a mark of EV_CHUNK_MARK_LEN bytes, which no format 4 value
  * starts with (a two-byte varint for 0: writers never make one), then
  * the same fields, each time (the first's too) as the zigzag residual
- * from ev_clock_predict() of its own seq. Only the times change, so the
- * two share the rest of the decoder. */
+ * from its own seq's ev_clock_sample(). Only the times change, so the
+ * two share the rest of the decoder. A chunk is written in format 5 only
+ * when the clock has every one of its events' samples. */
 #define EV_CHUNK_MAX 128
 #define EV_CHUNK_MARK_LEN 2
 /* Room for any chunk's value. */
@@ -137,9 +138,8 @@ int64_t ev_clock_predict(const ev_clock *clk, uint64_t seq);
 
 /* n events (1..EV_CHUNK_MAX), newest first (seq strictly decreasing), into
  * buf (room for VAL_CHUNK_MAX); the key is the one of seq[n - 1]. With
- * clk, format 5 (times against clk, which may have no samples at all);
- * with NULL, format 4 (tests of folders written before the clock).
- * Returns bytes written. */
+ * clk holding every event's sample, format 5; otherwise (clk NULL: tests
+ * of folders written before the clock) format 4. Returns bytes written. */
 size_t val_log_chunk_encode(uint8_t *buf, const uint64_t *seq,
                             const val_log *v, size_t n, const ev_clock *clk);
 size_t val_hist_chunk_encode(uint8_t *buf, const uint64_t *seq,
@@ -152,10 +152,9 @@ int val_chunk_clocked(const uint8_t *v, size_t len);
 /* One log entry from its key and value: the object, and *n events
  * (1..EV_CHUNK_MAX) newest first into seq[] and v[] (room for
  * EV_CHUNK_MAX each). A format 5 value's times are read against clk
- * (NULL: no samples), which must hold every sample it held when the
- * value was written. Returns 0, or -1 when the bytes are not exactly a
- * valid entry (more than EV_CHUNK_MAX events, or a newest seq past
- * UINT64_MAX, included). */
+ * (NULL: no samples). Returns 0, or -1 when the bytes are not exactly a
+ * valid entry (more than EV_CHUNK_MAX events, a newest seq past
+ * UINT64_MAX, or a format 5 event whose sample clk lacks, included). */
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                      size_t vlen, const ev_clock *clk, key_obj *o,
                      uint64_t *seq, val_log *out, size_t *n);

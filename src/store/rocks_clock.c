@@ -13,7 +13,10 @@
  *    disk never need a sample that is not on disk.
  * 2. A slot below clk_n never changes once published: every seq has one
  *    event (a failed batch gives its seqs back before anything is
- *    written), so the event a slot holds never changes either.
+ *    written), so the event a slot holds never changes either; a slot
+ *    passed over stays empty, since chunks of its block were written in
+ *    format 4 without it (core/keys.c codes a chunk in format 5 only
+ *    when every event has a sample).
  * 3. Blocks never move or shrink until close; readers read slots below
  *    the clk_n they loaded (acquire) without a lock. */
 #include <assert.h>
@@ -58,8 +61,11 @@ void rocks_clock_free(rocks *r)
 }
 
 /* Set slot k (under clk_mu, or alone at open), growing the published
- * range over it; slots passed over hold EV_CLOCK_NONE. Not published
- * yet: *n is the caller's new count. 0, or -1 out of memory. */
+ * range over it; slots passed over hold EV_CLOCK_NONE, and blocks passed
+ * over stay unallocated. Not published yet: *n is the caller's new
+ * count. 0 when slot k holds at_ms, 1 when it is left as it was (a slot
+ * published as none stays none: chunks may have been coded without
+ * it), -1 out of memory. */
 static int slot_set(rocks *r, uint64_t k, int64_t at_ms, uint64_t *n)
 {
 	int64_t **blk;
@@ -67,6 +73,16 @@ static int slot_set(rocks *r, uint64_t k, int64_t at_ms, uint64_t *n)
 
 	assert(k < EV_CLOCK_SAMPLES_MAX);
 	assert(at_ms != EV_CLOCK_NONE);
+	if (k < *n) {
+		blk = &r->clk_blocks[k >> EV_CLOCK_BLOCK_SHIFT];
+		if (*blk == NULL ||
+		    (*blk)[k & (EV_CLOCK_BLOCK - 1)] == EV_CLOCK_NONE)
+			return 1;
+		/* Written again (a spill, then its checkpoint): the same
+		 * event, so the same time (invariant 2). */
+		assert((*blk)[k & (EV_CLOCK_BLOCK - 1)] == at_ms);
+		return 0;
+	}
 	blk = &r->clk_blocks[k >> EV_CLOCK_BLOCK_SHIFT];
 	if (*blk == NULL) {
 		*blk = malloc(EV_CLOCK_BLOCK * sizeof **blk);
@@ -76,15 +92,8 @@ static int slot_set(rocks *r, uint64_t k, int64_t at_ms, uint64_t *n)
 			(*blk)[i] = EV_CLOCK_NONE;
 	}
 	slot = &(*blk)[k & (EV_CLOCK_BLOCK - 1)];
-	if (k < *n && *slot != EV_CLOCK_NONE) {
-		/* Written again (a spill, then its checkpoint): the same
-		 * event, so the same time (invariant 2). */
-		assert(*slot == at_ms);
-		return 0;
-	}
 	*slot = at_ms;
-	if (k >= *n)
-		*n = k + 1;
+	*n = k + 1;
 	return 0;
 }
 
@@ -114,7 +123,9 @@ int rocks_clock_load(rocks *r)
 			rc = TALLY_ECORRUPT;
 		else if ((slot = be64_get(k + 1)) >= EV_CLOCK_SAMPLES_MAX)
 			rc = TALLY_ECORRUPT;
-		else if (slot_set(r, slot, at_ms, &n))
+		else if (slot < n)
+			rc = TALLY_ECORRUPT; /* keys come in order, once */
+		else if (slot_set(r, slot, at_ms, &n) < 0)
 			rc = TALLY_ENOMEM;
 	}
 	rocksdb_iter_get_error(it, &err);
@@ -138,17 +149,22 @@ int rocks_clock_note(rocks *r, const rocks_evgen *g, rocksdb_writebatch_t *wb)
 		const rocks_ev *ev = &g->ev[i];
 		uint8_t key[CLOCK_KEY_LEN], val[VARINT_MAX];
 		uint64_t k;
+		int set;
 
 		assert(ev->seq >= 1);
-		if (((ev->seq - 1) & (EV_CLOCK_EVERY - 1)) != 0)
+		if (((ev->seq - 1) & (EV_CLOCK_EVERY - 1)) != 0 ||
+		    ev->at_ms == EV_CLOCK_NONE)
 			continue;
 		k = (ev->seq - 1) >> EV_CLOCK_SHIFT;
 		if (k >= EV_CLOCK_SAMPLES_MAX)
-			break; /* past capacity: coded against the epoch */
-		if (slot_set(r, k, ev->at_ms, &n)) {
+			break; /* past capacity: chunks in format 4 */
+		set = slot_set(r, k, ev->at_ms, &n);
+		if (set < 0) {
 			rc = -1;
 			break;
 		}
+		if (set > 0)
+			continue;
 		clock_key(key, k);
 		rocksdb_writebatch_put_cf(wb, r->cf[CF_META], (const char *)key,
 		                          sizeof key, (const char *)val,

@@ -164,7 +164,10 @@ static int event_decode(const uint8_t *p, size_t n, uint8_t tag, rocks_ev *ev,
 	ev->d = (int64_t)v[3];
 	ev->total = (int64_t)v[4];
 	ev->unique = (tag & JT_UNIQUE) != 0;
-	if (ev->seq == 0 || ev->d == 0 ||
+	/* The engine takes times of 0..TALLY_AT_MS_MAX only; one outside
+	 * is damage, and would reach the clock's samples. */
+	if (ev->seq == 0 || ev->d == 0 || ev->at_ms < 0 ||
+	    ev->at_ms > TALLY_AT_MS_MAX ||
 	    (ev->unique && (ev->member == 0 || (ev->d != 1 && ev->d != -1))))
 		return -1;
 	*used = off;

@@ -690,13 +690,13 @@ static void test_chunk_hist_round_trip(void **state)
 }
 
 /* A clock of two blocks' worth of slots, n filled: slot k holds base +
- * 1000 k, every fifth missing. */
+ * 1000 k, every fifth missing if holes. */
 typedef struct test_clock {
 	int64_t *blocks[EV_CLOCK_BLOCKS_MAX];
 	ev_clock clk;
 } test_clock;
 
-static test_clock *test_clock_new(uint64_t n, int64_t base)
+static test_clock *test_clock_new(uint64_t n, int64_t base, int holes)
 {
 	test_clock *t = calloc(1, sizeof *t);
 
@@ -707,8 +707,9 @@ static test_clock *test_clock_new(uint64_t n, int64_t base)
 		for (size_t i = 0; i < EV_CLOCK_BLOCK; i++) {
 			uint64_t k = b * EV_CLOCK_BLOCK + i;
 
-			t->blocks[b][i] = k % 5 == 4 ? EV_CLOCK_NONE
-			                             : base + (int64_t)k * 1000;
+			t->blocks[b][i] = holes && k % 5 == 4
+			                          ? EV_CLOCK_NONE
+			                          : base + (int64_t)k * 1000;
 		}
 	}
 	assert_true(n <= 2 * EV_CLOCK_BLOCK);
@@ -724,33 +725,50 @@ static void test_clock_free(test_clock *t)
 	free(t);
 }
 
-static void test_clock_predict(void **state)
+/* The sample of seq, or -1 for none. */
+static int64_t sample_or(const ev_clock *c, uint64_t seq)
+{
+	int64_t t = 0;
+
+	if (ev_clock_sample(c, seq, &t) != 0)
+		return -1;
+	assert_true(t != -1);
+	return t;
+}
+
+static void test_clock_sample(void **state)
 {
 	(void)state;
 	const int64_t base = TALLY_EPOCH_MS + 123456789;
-	test_clock *t = test_clock_new(EV_CLOCK_BLOCK + 10, base);
+	test_clock *t = test_clock_new(EV_CLOCK_BLOCK + 10, base, 1);
 	const ev_clock *c = &t->clk;
 
 	/* Slot k holds event k * EV_CLOCK_EVERY + 1 and serves the
 	 * EV_CLOCK_EVERY events from it on. */
-	assert_int_equal(ev_clock_predict(c, 1), base);
-	assert_int_equal(ev_clock_predict(c, EV_CLOCK_EVERY), base);
-	assert_int_equal(ev_clock_predict(c, EV_CLOCK_EVERY + 1), base + 1000);
-	assert_int_equal(ev_clock_predict(c, 3 * EV_CLOCK_EVERY + 1),
-	                 base + 3000);
+	assert_int_equal(sample_or(c, 1), base);
+	assert_int_equal(sample_or(c, EV_CLOCK_EVERY), base);
+	assert_int_equal(sample_or(c, EV_CLOCK_EVERY + 1), base + 1000);
+	assert_int_equal(sample_or(c, 3 * EV_CLOCK_EVERY + 1), base + 3000);
 	/* The second block. */
-	assert_int_equal(ev_clock_predict(c, EV_CLOCK_BLOCK * EV_CLOCK_EVERY +
-	                                     1),
+	assert_int_equal(sample_or(c, EV_CLOCK_BLOCK * EV_CLOCK_EVERY + 1),
 	                 base + (int64_t)EV_CLOCK_BLOCK * 1000);
 	/* No sample: a missing slot, one past n, seq 0, no clock. */
-	assert_int_equal(ev_clock_predict(c, 4 * EV_CLOCK_EVERY + 1),
-	                 TALLY_EPOCH_MS);
-	assert_int_equal(ev_clock_predict(c, (EV_CLOCK_BLOCK + 10) *
-	                                     EV_CLOCK_EVERY + 1),
-	                 TALLY_EPOCH_MS);
-	assert_int_equal(ev_clock_predict(c, UINT64_MAX), TALLY_EPOCH_MS);
-	assert_int_equal(ev_clock_predict(c, 0), TALLY_EPOCH_MS);
-	assert_int_equal(ev_clock_predict(NULL, 1), TALLY_EPOCH_MS);
+	assert_int_equal(sample_or(c, 4 * EV_CLOCK_EVERY + 1), -1);
+	assert_int_equal(sample_or(c, (EV_CLOCK_BLOCK + 10) * EV_CLOCK_EVERY +
+	                                  1),
+	                 -1);
+	assert_int_equal(sample_or(c, UINT64_MAX), -1);
+	assert_int_equal(sample_or(c, 0), -1);
+	assert_int_equal(sample_or(NULL, 1), -1);
+	/* A block passed over whole (never allocated) below n: none, not a
+	 * read through NULL. */
+	free(t->blocks[0]);
+	t->blocks[0] = NULL;
+	assert_int_equal(sample_or(c, 1), -1);
+	assert_int_equal(sample_or(c, (EV_CLOCK_BLOCK - 1) * EV_CLOCK_EVERY),
+	                 -1);
+	assert_int_equal(sample_or(c, EV_CLOCK_BLOCK * EV_CLOCK_EVERY + 1),
+	                 base + (int64_t)EV_CLOCK_BLOCK * 1000);
 	test_clock_free(t);
 }
 
@@ -758,7 +776,8 @@ static void test_chunk_clock(void **state)
 {
 	(void)state;
 	const int64_t base = TALLY_EPOCH_MS + 2000000000;
-	test_clock *t = test_clock_new(64, base);
+	test_clock *t = test_clock_new(128, base, 0);
+	test_clock *h = test_clock_new(128, base, 1);
 	uint64_t s = 0x2545F4914F6CDD1Dull;
 	uint64_t seq[EV_CHUNK_MAX], dseq[EV_CHUNK_MAX];
 	val_log v[EV_CHUNK_MAX], d[EV_CHUNK_MAX];
@@ -770,16 +789,15 @@ static void test_chunk_clock(void **state)
 	uint64_t member;
 	uint16_t ktype;
 
-	/* Seqs within and past the clock's samples, times any int64 (a
-	 * time far from its sample still codes exactly). */
+	/* Seqs with samples, times any int64 (a time far from its sample
+	 * still codes exactly). */
 	for (size_t n = 1; n <= EV_CHUNK_MAX; n = n * 3 + 1) {
 		for (size_t i = 0; i < n; i++)
 			seq[i] = 70 * EV_CLOCK_EVERY - 1 - i * 500;
 		for (size_t i = 0; i < n; i++) {
 			v[i].member = chunk_rand(&s);
 			v[i].at_ms = i % 4 == 3 ? (int64_t)chunk_rand(&s)
-			                        : ev_clock_predict(&t->clk,
-			                                           seq[i]) +
+			                        : sample_or(&t->clk, seq[i]) +
 			                                  (int64_t)(i % 9);
 			v[i].delta = 1;
 			v[i].total = (int64_t)(n - i);
@@ -803,6 +821,22 @@ static void test_chunk_clock(void **state)
 		                                  &t->clk, &od, dseq, d, &got),
 		                 0);
 		check_log_events(d, v, got);
+		/* A clock lacking a sample of the chunk (seq[0]'s block,
+		 * 69, is one h lacks): format 4, read back whole; and a
+		 * format 5 value read against it is refused, not given a
+		 * time from nowhere. */
+		olen = val_log_chunk_encode(old, seq, v, n, &h->clk);
+		assert_false(val_chunk_clocked(old, olen));
+		assert_int_equal(log_entry_decode(k, sizeof k, old, olen,
+		                                  &h->clk, &od, dseq, d, &got),
+		                 0);
+		check_log_events(d, v, got);
+		assert_int_equal(log_entry_decode(k, sizeof k, buf, len,
+		                                  &h->clk, &od, dseq, d, &got),
+		                 -1);
+		assert_int_equal(log_entry_decode(k, sizeof k, buf, len, NULL,
+		                                  &od, dseq, d, &got),
+		                 -1);
 		/* Cut short where an event ends, a value decodes the
 		 * events before the cut with the wrong seqs (the key names
 		 * the oldest), so with the wrong times too: RocksDB's
@@ -828,6 +862,9 @@ static void test_chunk_clock(void **state)
 			assert_int_equal(hd[i].at_ms, hv[i].at_ms);
 			assert_int_equal(hd[i].delta, hv[i].delta);
 		}
+		assert_int_equal(hist_entry_decode(hk, sizeof hk, buf, len,
+		                                   &h->clk, &member, &ktype,
+		                                   dseq, hd, &got), -1);
 	}
 	/* A time within a byte's reach of its sample takes one byte: mark,
 	 * ctype, content, residual, delta. */
@@ -847,6 +884,7 @@ static void test_chunk_clock(void **state)
 		assert_int_equal(hist_entry_decode(hk, sizeof hk, buf, cut,
 		                                   &t->clk, &member, &ktype,
 		                                   dseq, hd, &got), -1);
+	test_clock_free(h);
 	test_clock_free(t);
 }
 
@@ -1509,7 +1547,7 @@ int main(void)
 		cmocka_unit_test(test_val_hist_rejects_bad_fields),
 		cmocka_unit_test(test_chunk_log_round_trip),
 		cmocka_unit_test(test_chunk_hist_round_trip),
-		cmocka_unit_test(test_clock_predict),
+		cmocka_unit_test(test_clock_sample),
 		cmocka_unit_test(test_chunk_clock),
 		cmocka_unit_test(test_val_i64),
 		cmocka_unit_test(test_name_valid),

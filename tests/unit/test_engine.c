@@ -3653,6 +3653,105 @@ static void test_format4_chunks_read_after_upgrade(void **state)
 	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
 }
 
+/* Makes a closed folder look written before the clock at seq: format 4,
+ * the last seq `seq`, no samples in META. */
+static void raw_as_format4_at(const char *dir, uint64_t seq)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	rocksdb_column_family_handle_t *h[CF_COUNT];
+	const rocksdb_options_t *opts[CF_COUNT];
+	const char tag = META_CLOCK, skey = META_SEQ, fkey = META_FORMAT;
+	char *err = NULL, **names, sval[8], fval = 4;
+	size_t ncf = 0, klen;
+
+	names = rocksdb_list_column_families(o, dir, &ncf, &err);
+	assert_null(err);
+	assert_int_equal(ncf, CF_COUNT);
+	for (size_t i = 0; i < ncf; i++)
+		opts[i] = o;
+	rocksdb_t *db = rocksdb_open_column_families(
+		o, dir, (int)ncf, (const char *const *)names, opts, h, &err);
+	assert_null(err);
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro,
+	                                                    h[CF_META]);
+	for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		const char *k = rocksdb_iter_key(it, &klen);
+
+		if (klen == 0 || k[0] != META_CLOCK)
+			break;
+		rocksdb_writebatch_delete_cf(wb, h[CF_META], k, klen);
+	}
+	rocksdb_iter_destroy(it);
+	for (int i = 0; i < 8; i++)
+		sval[i] = (char)(seq >> (56 - 8 * i));
+	rocksdb_writebatch_put_cf(wb, h[CF_META], &skey, 1, sval, 8);
+	rocksdb_writebatch_put_cf(wb, h[CF_META], &fkey, 1, &fval, 1);
+	rocksdb_write(db, wo, wb, &err);
+	assert_null(err);
+	for (size_t i = 0; i < ncf; i++)
+		rocksdb_column_family_handle_destroy(h[i]);
+	rocksdb_close(db);
+	rocksdb_list_column_families_destroy(names, ncf);
+	rocksdb_writebatch_destroy(wb);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_options_destroy(o);
+}
+
+/* Events of seqs from UP_FROM + 1 on, by seq. */
+#define UP_N 1500
+#define UP_FROM ((EV_CLOCK_BLOCK * EV_CLOCK_EVERY) - 700)
+static int up_scan_fn(void *arg, const tally_event_rec *ev)
+{
+	int64_t *seen = arg;
+
+	if (ev->seq <= UP_FROM)
+		return 0;
+	if (ev->seq > UP_FROM + UP_N || seen[ev->seq - UP_FROM - 1] != 0)
+		return 1;
+	seen[ev->seq - UP_FROM - 1] = ev->at_ms;
+	return 0;
+}
+
+/* A folder upgraded from format 4 in the middle of a clock block, and of
+ * the last block of the clock's first table of blocks: the events of
+ * that block have no sample (their chunks stay format 4) and the clock
+ * goes on from the next block, in a table of its own, leaving the
+ * first unallocated. Every time reads back exact, before and after a
+ * reopen loads the clock from META. */
+static void test_clock_after_upgrade_mid_block(void **state)
+{
+	struct fx *f = *state;
+	static int64_t at[UP_N], seen[UP_N];
+	tally_event ev;
+
+	/* An empty folder: a format 5 chunk would need the samples that
+	 * raw_as_format4_at() takes away. */
+	tally_closep(&f->t);
+	raw_as_format4_at(f->db, UP_FROM);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	for (size_t i = 0; i < UP_N; i++) {
+		ev = ev_of("article", "view", i % 5, 1 + i % 13);
+		at[i] = INT64_C(1700000000000) + (int64_t)i * 2;
+		ev.at_ms = at[i];
+		add_ok(f->t, &ev);
+	}
+	/* Before any checkpoint, after the close's (chunks), after a
+	 * reopen of that. */
+	for (int round = 0; round < 3; round++) {
+		if (round > 0)
+			fx_reopen(f);
+		memset(seen, 0, sizeof seen);
+		CHECK_OK(tally_events_scan(f->t, up_scan_fn, seen));
+		for (size_t i = 0; i < UP_N; i++)
+			CHECK_I64(seen[i], at[i]);
+	}
+}
+
 /* Times coded against the clock (a sample every EV_CLOCK_EVERY events,
  * kept in META) read back exact: after a reopen (samples from META),
  * through RECENT, HISTORY and the scan, with checkpoints every 256
@@ -4048,6 +4147,7 @@ int main(void)
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_format4_chunks_read_after_upgrade),
+	    T(test_clock_after_upgrade_mid_block),
 	    T(test_clock_times_read_back),
 	    T(test_counts_returns_every_type),
 	    T(test_unknown_type_is_enotype),
