@@ -3540,6 +3540,41 @@ static void test_store_format_upgrade_and_refusal(void **state)
 	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
 }
 
+/* A closed folder opened with RocksDB's own API, every column family. */
+typedef struct raw_db {
+	rocksdb_options_t *o;
+	rocksdb_t *db;
+	rocksdb_column_family_handle_t *h[CF_COUNT];
+	char **names;
+	size_t ncf;
+} raw_db;
+
+static void raw_open(raw_db *d, const char *dir)
+{
+	const rocksdb_options_t *opts[CF_COUNT];
+	char *err = NULL;
+
+	d->o = rocksdb_options_create();
+	d->names = rocksdb_list_column_families(d->o, dir, &d->ncf, &err);
+	assert_null(err);
+	assert_int_equal(d->ncf, CF_COUNT);
+	for (size_t i = 0; i < d->ncf; i++)
+		opts[i] = d->o;
+	d->db = rocksdb_open_column_families(d->o, dir, (int)d->ncf,
+	                                     (const char *const *)d->names,
+	                                     opts, d->h, &err);
+	assert_null(err);
+}
+
+static void raw_close(raw_db *d)
+{
+	for (size_t i = 0; i < d->ncf; i++)
+		rocksdb_column_family_handle_destroy(d->h[i]);
+	rocksdb_close(d->db);
+	rocksdb_list_column_families_destroy(d->names, d->ncf);
+	rocksdb_options_destroy(d->o);
+}
+
 /* Format 4 chunks (times whole or as differences, no mark), as builds
  * before the clock wrote them, put into a closed folder with RocksDB's
  * own API: an object's log of three events and a member's history of
@@ -3547,13 +3582,11 @@ static void test_store_format_upgrade_and_refusal(void **state)
 #define OLD_SEQ 500000
 static void raw_put_format4_chunks(const char *dir, const int64_t *at)
 {
-	rocksdb_options_t *o = rocksdb_options_create();
 	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
-	char *err = NULL, **names;
-	size_t ncf = 0, klen;
-	rocksdb_column_family_handle_t *h[CF_COUNT];
-	const rocksdb_options_t *opts[CF_COUNT];
+	char *err = NULL;
+	size_t klen;
+	raw_db d;
 	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
 	uint64_t seq[3] = { OLD_SEQ + 2, OLD_SEQ + 1, OLD_SEQ };
 	val_log lv[3];
@@ -3561,17 +3594,11 @@ static void raw_put_format4_chunks(const char *dir, const int64_t *at)
 	key_obj obj;
 	uint64_t s0;
 
-	names = rocksdb_list_column_families(o, dir, &ncf, &err);
-	assert_null(err);
-	assert_int_equal(ncf, CF_COUNT);
-	for (size_t i = 0; i < ncf; i++)
-		opts[i] = o;
-	rocksdb_t *db = rocksdb_open_column_families(
-		o, dir, (int)ncf, (const char *const *)names, opts, h, &err);
-	assert_null(err);
-	assert_string_equal(names[CF_LOG], "log");
+	raw_open(&d, dir);
+	assert_string_equal(d.names[CF_LOG], "log");
 	/* The ids of the one object tally wrote (article/view 1). */
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro, h[CF_LOG]);
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(d.db, ro,
+	                                                    d.h[CF_LOG]);
 	rocksdb_iter_seek_to_first(it);
 	assert_true(rocksdb_iter_valid(it));
 	const char *key = rocksdb_iter_key(it, &klen);
@@ -3583,23 +3610,19 @@ static void raw_put_format4_chunks(const char *dir, const int64_t *at)
 		lv[i] = (val_log){ 4242 + (uint64_t)i, at[i], 1, 3 - i };
 	key_log_encode(k, &obj, seq[2]);
 	size_t vlen = val_log_chunk_encode(v, seq, lv, 3, NULL);
-	rocksdb_put_cf(db, wo, h[CF_LOG], (const char *)k, KEY_LOG_LEN,
+	rocksdb_put_cf(d.db, wo, d.h[CF_LOG], (const char *)k, KEY_LOG_LEN,
 	               (const char *)v, vlen, &err);
 	assert_null(err);
 	for (int i = 0; i < 2; i++)
 		hv[i] = (val_hist){ obj.ctype, 80 + (uint64_t)i, at[i], 1 };
 	key_hist_encode(k, 4343, obj.ktype, seq[1]);
 	vlen = val_hist_chunk_encode(v, seq, hv, 2, NULL);
-	rocksdb_put_cf(db, wo, h[CF_HIST], (const char *)k, KEY_HIST_LEN,
+	rocksdb_put_cf(d.db, wo, d.h[CF_HIST], (const char *)k, KEY_HIST_LEN,
 	               (const char *)v, vlen, &err);
 	assert_null(err);
-	for (size_t i = 0; i < ncf; i++)
-		rocksdb_column_family_handle_destroy(h[i]);
-	rocksdb_close(db);
-	rocksdb_list_column_families_destroy(names, ncf);
+	raw_close(&d);
 	rocksdb_writeoptions_destroy(wo);
 	rocksdb_readoptions_destroy(ro);
-	rocksdb_options_destroy(o);
 }
 
 /* A folder written before the clock (format 4) reads its chunks as they
@@ -3657,49 +3680,36 @@ static void test_format4_chunks_read_after_upgrade(void **state)
  * the last seq `seq`, no samples in META. */
 static void raw_as_format4_at(const char *dir, uint64_t seq)
 {
-	rocksdb_options_t *o = rocksdb_options_create();
 	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-	rocksdb_column_family_handle_t *h[CF_COUNT];
-	const rocksdb_options_t *opts[CF_COUNT];
 	const char tag = META_CLOCK, skey = META_SEQ, fkey = META_FORMAT;
-	char *err = NULL, **names, sval[8], fval = 4;
-	size_t ncf = 0, klen;
+	char *err = NULL, sval[8], fval = 4;
+	size_t klen;
+	raw_db d;
 
-	names = rocksdb_list_column_families(o, dir, &ncf, &err);
-	assert_null(err);
-	assert_int_equal(ncf, CF_COUNT);
-	for (size_t i = 0; i < ncf; i++)
-		opts[i] = o;
-	rocksdb_t *db = rocksdb_open_column_families(
-		o, dir, (int)ncf, (const char *const *)names, opts, h, &err);
-	assert_null(err);
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(db, ro,
-	                                                    h[CF_META]);
+	raw_open(&d, dir);
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(d.db, ro,
+	                                                    d.h[CF_META]);
 	for (rocksdb_iter_seek(it, &tag, 1); rocksdb_iter_valid(it);
 	     rocksdb_iter_next(it)) {
 		const char *k = rocksdb_iter_key(it, &klen);
 
 		if (klen == 0 || k[0] != META_CLOCK)
 			break;
-		rocksdb_writebatch_delete_cf(wb, h[CF_META], k, klen);
+		rocksdb_writebatch_delete_cf(wb, d.h[CF_META], k, klen);
 	}
 	rocksdb_iter_destroy(it);
 	for (int i = 0; i < 8; i++)
 		sval[i] = (char)(seq >> (56 - 8 * i));
-	rocksdb_writebatch_put_cf(wb, h[CF_META], &skey, 1, sval, 8);
-	rocksdb_writebatch_put_cf(wb, h[CF_META], &fkey, 1, &fval, 1);
-	rocksdb_write(db, wo, wb, &err);
+	rocksdb_writebatch_put_cf(wb, d.h[CF_META], &skey, 1, sval, 8);
+	rocksdb_writebatch_put_cf(wb, d.h[CF_META], &fkey, 1, &fval, 1);
+	rocksdb_write(d.db, wo, wb, &err);
 	assert_null(err);
-	for (size_t i = 0; i < ncf; i++)
-		rocksdb_column_family_handle_destroy(h[i]);
-	rocksdb_close(db);
-	rocksdb_list_column_families_destroy(names, ncf);
+	raw_close(&d);
 	rocksdb_writebatch_destroy(wb);
 	rocksdb_writeoptions_destroy(wo);
 	rocksdb_readoptions_destroy(ro);
-	rocksdb_options_destroy(o);
 }
 
 /* Events of seqs from UP_FROM + 1 on, by seq. */
