@@ -429,13 +429,14 @@ static int64_t read_time(val_reader *r, const int64_t *at, size_t i, int v5)
 static int times_fix(int64_t *at, const uint64_t *seq, size_t n,
                      const ev_clock *clk)
 {
-	int64_t t;
+	int64_t pbuf[EV_CHUNK_MAX];
+	const int64_t *pred = predict(clk, seq, n, pbuf);
 
-	for (size_t i = 0; i < n; i++) {
-		if (ev_clock_sample(clk, seq[i], &t) != 0)
-			return -1;
-		at[i] = wrap_add(at[i], t);
-	}
+	assert(n <= EV_CHUNK_MAX);
+	if (pred == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		at[i] = wrap_add(at[i], pred[i]);
 	return 0;
 }
 

@@ -69,30 +69,28 @@ void rocks_clock_free(rocks *r)
 static int slot_set(rocks *r, uint64_t k, int64_t at_ms, uint64_t *n)
 {
 	int64_t **blk;
-	int64_t *slot;
+	size_t i;
 
 	assert(k < EV_CLOCK_SAMPLES_MAX);
 	assert(at_ms != EV_CLOCK_NONE);
+	blk = &r->clk_blocks[k >> EV_CLOCK_BLOCK_SHIFT];
+	i = (size_t)(k & (EV_CLOCK_BLOCK - 1));
 	if (k < *n) {
-		blk = &r->clk_blocks[k >> EV_CLOCK_BLOCK_SHIFT];
-		if (*blk == NULL ||
-		    (*blk)[k & (EV_CLOCK_BLOCK - 1)] == EV_CLOCK_NONE)
+		if (*blk == NULL || (*blk)[i] == EV_CLOCK_NONE)
 			return 1;
 		/* Written again (a spill, then its checkpoint): the same
 		 * event, so the same time (invariant 2). */
-		assert((*blk)[k & (EV_CLOCK_BLOCK - 1)] == at_ms);
+		assert((*blk)[i] == at_ms);
 		return 0;
 	}
-	blk = &r->clk_blocks[k >> EV_CLOCK_BLOCK_SHIFT];
 	if (*blk == NULL) {
 		*blk = malloc(EV_CLOCK_BLOCK * sizeof **blk);
 		if (*blk == NULL)
 			return -1;
-		for (size_t i = 0; i < EV_CLOCK_BLOCK; i++)
-			(*blk)[i] = EV_CLOCK_NONE;
+		for (size_t j = 0; j < EV_CLOCK_BLOCK; j++)
+			(*blk)[j] = EV_CLOCK_NONE;
 	}
-	slot = &(*blk)[k & (EV_CLOCK_BLOCK - 1)];
-	*slot = at_ms;
+	(*blk)[i] = at_ms;
 	*n = k + 1;
 	return 0;
 }
@@ -152,8 +150,9 @@ int rocks_clock_note(rocks *r, const rocks_evgen *g, rocksdb_writebatch_t *wb)
 		int set;
 
 		assert(ev->seq >= 1);
-		if (((ev->seq - 1) & (EV_CLOCK_EVERY - 1)) != 0 ||
-		    ev->at_ms == EV_CLOCK_NONE)
+		/* Times are 0..TALLY_AT_MS_MAX (the engine's bound, and
+		 * the journal's on replay), so never EV_CLOCK_NONE. */
+		if (((ev->seq - 1) & (EV_CLOCK_EVERY - 1)) != 0)
 			continue;
 		k = (ev->seq - 1) >> EV_CLOCK_SHIFT;
 		if (k >= EV_CLOCK_SAMPLES_MAX)
