@@ -273,6 +273,26 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 	}
 	if (rc != TALLY_OK)
 		return rc;
+	/* Cut each file at the end of its scan. Past it lie zeros, older
+	 * records, or (async durability, after a machine crash that kept
+	 * some pages of a write and lost others) whole records written after
+	 * the one that ends the scan. New records take that one's number and
+	 * place: were one the same length as what it replaces, the next
+	 * open would read on into the stale records after it, whose numbers
+	 * grow too, and replay values from before this open over newer ones.
+	 * After the cut, every byte a file holds is a record numbered at or
+	 * below jseq, or zeros that jf_grow() writes. */
+	for (int i = 0; i < ROCKS_JF_FILES && rc == TALLY_OK; i++) {
+		if (jf->size[i] <= jf->end[i])
+			continue;
+		if (ftruncate(jf->fd[i], (off_t)jf->end[i]) != 0 ||
+		    fsync(jf->fd[i]) != 0)
+			rc = rocks_errno_code(errno);
+		else
+			jf->size[i] = jf->end[i];
+	}
+	if (rc != TALLY_OK)
+		return rc;
 	if (jf->nrecs > 1) /* recs is NULL when none were found */
 		qsort(jf->recs, jf->nrecs, sizeof *jf->recs, rec_cmp);
 	return TALLY_OK;

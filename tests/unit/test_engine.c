@@ -3415,6 +3415,80 @@ static void test_journal_files_hold_counter_batches(void **state)
 	CHECK_U64(a.counters, 101);
 }
 
+/* Offsets of the records of a journal file, from its start while headers
+ * carry the file's magic (as the store reads them, without the hashes):
+ * up to max, their count returned. */
+static size_t journal_records(const char *path, off_t *off, size_t max)
+{
+	int fd = open(path, O_RDONLY);
+	uint8_t h[ROCKS_JF_HDR];
+	off_t at = 0;
+	size_t n = 0;
+
+	CHECK_TRUE(fd >= 0);
+	while (n < max && pread(fd, h, sizeof h, at) == (ssize_t)sizeof h &&
+	       h[8] == 0x74 && h[9] == 0x4a && h[10] == 0x72 && h[11] == 0x31) {
+		uint32_t len = (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 |
+		               (uint32_t)h[14] << 8 | h[15];
+
+		off[n++] = at;
+		at += (off_t)sizeof h + (off_t)len;
+	}
+	close(fd);
+	return n;
+}
+
+/* A machine crash in async durability can keep some pages of a write and
+ * lose an earlier one: the file then holds whole records after the one
+ * that ends its scan. New records are written from that one's place with
+ * its number; here each is as long as the one it replaces, so without
+ * the cut at open the next open would read on into the old records
+ * (numbers still growing) and take the counter back to their value. */
+static void test_journal_file_cut_where_its_scan_ends(void **state)
+{
+	struct fx *f = *state;
+	char jf[PATH_MAX + 32], img[PATH_MAX], img2[PATH_MAX];
+	off_t off[64];
+	struct stat st;
+	tally *c = NULL;
+	size_t n;
+	uint8_t b;
+	int fd;
+
+	for (int i = 0; i < 10; i++)
+		CHECK_OK(tally_incrby(f->t, "cut", 3, 1, NULL));
+	snprintf(img, sizeof img, "%s/img", f->dir);
+	copy_folder(f->db, img);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
+	n = journal_records(jf, off, 64);
+	CHECK_TRUE(n >= 10);
+	/* The record that took the counter to 4 is lost; 5 to 10 are not. */
+	fd = open(jf, O_RDWR);
+	CHECK_TRUE(fd >= 0);
+	CHECK_TRUE(pread(fd, &b, 1, off[n - 7] + ROCKS_JF_HDR) == 1);
+	b ^= 0xff;
+	CHECK_TRUE(pwrite(fd, &b, 1, off[n - 7] + ROCKS_JF_HDR) == 1);
+	close(fd);
+
+	CHECK_OK(tally_open(img, NULL, &c));
+	CHECK_I64(get_of(c, "cut"), 3);
+	CHECK_TRUE(stat(jf, &st) == 0 && st.st_size == off[n - 7]);
+	CHECK_OK(tally_incrby(c, "cut", 3, 1, NULL));
+	CHECK_I64(get_of(c, "cut"), 4);
+	/* As kill -9 leaves it: the value acknowledged last is the one. */
+	snprintf(img2, sizeof img2, "%s/img2", f->dir);
+	copy_folder(img, img2);
+	tally_closep(&c);
+	CHECK_OK(tally_open(img2, NULL, &c));
+	CHECK_I64(get_of(c, "cut"), 4);
+	CHECK_OK(tally_incrby(c, "cut", 3, 1, NULL));
+	CHECK_I64(get_of(c, "cut"), 5);
+	tally_closep(&c);
+	CHECK_OK(tally_open(img2, NULL, &c));
+	CHECK_I64(get_of(c, "cut"), 5);
+	tally_closep(&c);
+}
+
 /* Every page of article 1's events, newest first: members n down to 1,
  * with the unlikes of every 10th member after its like. */
 static void check_events_merged(tally *t, uint64_t n)
@@ -4152,6 +4226,7 @@ int main(void)
 	    T(test_mcount_mixes_memory_and_tables),
 	    T(test_mget_mixes_memory_and_tables),
 	    T(test_journal_files_hold_counter_batches),
+	    T(test_journal_file_cut_where_its_scan_ends),
 	    T(test_events_in_memory_merge_with_tables),
 	    T(test_membership_from_tables_decides_unique),
 	    T(test_chunked_events_read_back),
