@@ -250,6 +250,10 @@ static void put_token(rocks *r, const store_op *op)
 	n += varint_put_i64(val + n, op->token_expiry_ms);
 	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key, klen,
 	                          (char *)val, n);
+	/* Kept in order with the journal records before it, even when the
+	 * write changed nothing (a like again, say): its stored answer may
+	 * rest on an earlier batch, and a retry is answered from it. */
+	r->wb_ordered = 1;
 }
 
 static int apply_op(rocks *r, store_op *op)
@@ -370,7 +374,8 @@ static int batch_write(rocks *r, int sync)
 	/* Async journal file records before this batch's record reach the
 	 * disk first (as rocks_jfile_append() orders the other way): after a
 	 * machine crash, the records that survive are a prefix of those
-	 * written. (A batch without a record, tokens purged, needs no order.) */
+	 * written. (A batch without a record or a token put, tokens purged,
+	 * needs no order.) */
 	if (!sync && r->wb_ordered && (rc = rocks_jfile_sync(r)) != TALLY_OK) {
 		r->failed = rc;
 		return rc;

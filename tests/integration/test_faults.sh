@@ -215,6 +215,18 @@ assert_eq "with nothing unsynced before it, a record needs no sync of the other 
 fault off
 assert_eq "the retried ID is answered from its first result" "1" \
 	"$(rcli tally.add article like 8 88 ID async-tok)"
+# A write with an ID that changes nothing (a like again) puts its token
+# alone, and is kept in order all the same: a retry is answered from it.
+assert_eq "async: a counter alone, again" "1" "$(rcli incr f:async3)"
+fault "eio-fsync-once .journal"
+out=$(rcli tally.add article like 11 91 ID async-tok5)
+assert_contains "a token alone after it syncs the journal file first: its failure fails the write" \
+	"$out" "ERR store write failed"
+assert_eq "the fault was consumed by that write" "off" "$(cat "$CTL")"
+wait_status ok 60
+assert_eq "the like again, retried, changes nothing" "1" \
+	"$(rcli tally.add article like 11 91 ID async-tok5)"
+assert_eq "the counter before it is kept" "1" "$(rcli get f:async3)"
 stop_and_check
 start_with_shim
 
