@@ -677,7 +677,6 @@ static int maps_create(rocks *r, const store_options *so)
 {
 	int rc;
 
-	rocks_jfile_init(r);
 	r->cache_max = so->cache_entries_max;
 	r->wb = rocksdb_writebatch_create();
 	r->cache_named = hmap_create(sizeof(rocks_val));
@@ -716,6 +715,8 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	if (r == NULL)
 		return TALLY_ENOMEM;
 	r->base.vt = &rocks_vt;
+	/* Before anything can fail: a close closes the files it holds. */
+	rocks_jfile_init(r);
 	rc = options_create(r, so);
 	if (rc == TALLY_OK)
 		rc = maps_create(r, so);
