@@ -147,6 +147,12 @@ static void node_close(cluster *c, struct node *n, int failed)
 	}
 	n->out_len = n->out_off = 0;
 	n->q_head = n->q_len = 0;
+	/* The unsent output is gone with the queue: were bytes_queued left
+	 * ahead of bytes_written by it, every command queued later would
+	 * start past what was written, and a failure would take commands
+	 * fully sent (and perhaps run) as never sent, and send them again
+	 * (design note 2). */
+	n->bytes_queued = n->bytes_written = 0;
 	if (failed) {
 		int b = n->backoff_ms * 2;
 		if (b < CL_BACKOFF_MS_MIN)
