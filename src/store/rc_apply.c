@@ -118,31 +118,38 @@ static size_t batch_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
+/* A client token: what it guards comes before the token, never after it
+ * ('d' a counter's or a total's write, 'm' a membership's, 'r' and 'h'
+ * an event's recent and history entries). IDs are any bytes and tags
+ * can coincide (a counter may be named like an object's sub-hash, "u5"
+ * like a member's history), so with the kind after the ID the log token
+ * of ID "x" was the write token of ID "x:r", and a write could find
+ * another script's saved reply under its key. Counter and total writes
+ * share 'd': their replies have one form, and the same ID on both is the
+ * same request, answered as first run. */
 static size_t client_tok(char *buf, size_t cap, const char *tag,
-                         size_t tag_len, const store_op *op,
-                         const char *suffix)
+                         size_t tag_len, const store_op *op, char what)
 {
-	int n = snprintf(buf, cap, "t:id:{%.*s}:", (int)tag_len, tag);
-	size_t sl = strlen(suffix);
+	int n = snprintf(buf, cap, "t:i%c:{%.*s}:", what, (int)tag_len, tag);
 
-	if (n < 0 || (size_t)n + op->token_len + sl >= cap)
+	if (n < 0 || (size_t)n + op->token_len >= cap)
 		return 0;
 	memcpy(buf + n, op->token, op->token_len);
-	memcpy(buf + n + op->token_len, suffix, sl);
-	return (size_t)n + op->token_len + sl;
+	return (size_t)n + op->token_len;
 }
 
-/* The token key guarding op (suffix tells a log's token from its write's):
- * the client's when it has one, else a batch token. */
+/* The token key guarding op (what: 'w' its write, 'm' its membership
+ * change, 'r' or 'h' a log's): the client's when it has one, else a
+ * batch token. */
 static size_t op_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
-                     size_t tag_len, size_t i, const char *suffix)
+                     size_t tag_len, size_t i, char what)
 {
 	const store_op *op = &s->ops[i];
 
 	if (op->token != NULL)
-		return client_tok(buf, cap, tag, tag_len, op, suffix);
-	return batch_tok(s, buf, cap, tag, tag_len, suffix[0] ? suffix[1] : 'w',
-	                 i);
+		return client_tok(buf, cap, tag, tag_len, op,
+		                  what == 'w' ? 'd' : what);
+	return batch_tok(s, buf, cap, tag, tag_len, what, i);
 }
 
 static size_t counter_tag(char *buf, const store_op *op, uint32_t shard)
@@ -239,7 +246,7 @@ static int plan_incr(rc_seg *s, size_t i)
 		 * looks for it. */
 		tl = counter_tag(tag, op, 0);
 		vl = (size_t)snprintf(vk, RC_KEY_MAX, "t:c:{%.*s}", (int)tl, tag);
-		tkl = client_tok(tk, RC_KEY_MAX, tag, tl, op, "");
+		tkl = client_tok(tk, RC_KEY_MAX, tag, tl, op, 'd');
 		cmd = tkl ? add_cmd(s, tag, tl, vk, vl, tk, tkl, 1,
 		                    r->token_ttl_s, 0, 0, 1) : NULL;
 		if (cmd == NULL || put_pair(s, cmd, 1, 0, op->value, 1))
@@ -299,7 +306,7 @@ static int plan_unique(rc_seg *s, size_t i, const char *otag, size_t ol)
 
 	tl = (size_t)snprintf(tag, sizeof tag, "%.*s#%u", (int)ol, otag, sub);
 	n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s}", (int)tl, tag);
-	tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, "");
+	tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, 'm');
 	cmd = rc_eval(s->r, &s->c1, RC_S_MEMBER, 2, 4,
 	              rc_slot(s->key, (size_t)n));
 	if (cmd == NULL || tkl == 0 ||
@@ -336,7 +343,7 @@ static int plan_total(rc_seg *s, size_t i, const char *otag, size_t ol)
 		return TALLY_OK;
 	}
 	n = snprintf(s->key, RC_KEY_MAX, "t:t:{%.*s}", (int)ol, otag);
-	tkl = client_tok(s->key2, RC_KEY_MAX, otag, ol, op, "");
+	tkl = client_tok(s->key2, RC_KEY_MAX, otag, ol, op, 'd');
 	cmd = tkl ? add_cmd(s, otag, ol, s->key, (size_t)n, s->key2, tkl, 0,
 	                    s->r->token_ttl_s, 0, 0, 1) : NULL;
 	if (cmd == NULL || put_pair(s, cmd, 1, 0, d, 1))
@@ -528,14 +535,19 @@ static int add_reply(const redisReply *rep, uint32_t pos, int64_t after,
 {
 	const char *p, *end;
 	char buf[32], *e;
+	unsigned long shards;
 
 	if (rep == NULL || rep->type != REDIS_REPLY_STRING)
 		return TALLY_EIO;
 	p = rep->str;
 	end = rep->str + rep->len;
-	*n = (uint32_t)strtoul(p, &e, 10);
-	if (e >= end || *e != '|')
+	/* The count is read from t:cfg, which tally keeps within 1..RC_SHARDS_MAX;
+	 * past that it would plan a read of every shard named. */
+	shards = strtoul(p, &e, 10);
+	if (e == p || e >= end || *e != '|' || shards < 1 ||
+	    shards > RC_SHARDS_MAX)
 		return TALLY_ECORRUPT;
+	*n = (uint32_t)shards;
 	p = e + 1;
 	if (p < end && *p == '=') {
 		if (end - p - 1 < 1 || (size_t)(end - p - 1) >= sizeof buf)
@@ -588,6 +600,10 @@ static int parse_member(store_op *op, rc_opx *x, const redisReply *rep)
 	if (rep->type != REDIS_REPLY_STRING || rep->len < 1)
 		return TALLY_EIO;
 	p = rep->str + (rep->str[0] == '=');
+	/* "0" or "1", "=" first when a token answered: anything else is
+	 * another script's saved reply under the same token key. */
+	if (rep->str + rep->len - p != 1 || (*p != '0' && *p != '1'))
+		return TALLY_ECORRUPT;
 	x->changed = *p == '1';
 	x->d = x->changed ? (op->remove ? -1 : 1) : 0;
 	return TALLY_OK;
@@ -641,8 +657,22 @@ static int parse_phase1(rc_seg *s)
 				rc = TALLY_OK;
 				continue;
 			}
-			x->changed = 1;
-			x->d = op_delta(op);
+			if (rc == TALLY_OK) {
+				x->changed = 1;
+				x->d = op_delta(op);
+			}
+		}
+		if (rc == TALLY_ECORRUPT) {
+			/* A value tally did not write (a shard count out of
+			 * range, a token key of another form): this op's
+			 * answer alone is wrong. It may have run, so it is
+			 * answered with an error; the segment's others
+			 * stand, and the store serves on (a reopen would not
+			 * mend the value). */
+			op->err = TALLY_ECORRUPT;
+			x->changed = 0;
+			x->d = 0;
+			continue;
 		}
 		if (rc != TALLY_OK)
 			return rc;
@@ -698,11 +728,11 @@ static int plan_sums(rc_seg *s)
 
 /* One capped-log append: list and sequence keys in tag's slot. */
 static int plan_log(rc_seg *s, size_t i, const char *tag, size_t tl,
-                    const char *list, const char *seq, const char *suffix,
+                    const char *list, const char *seq, char what,
                     const char *entry, size_t el)
 {
 	cluster_cmd *cmd;
-	size_t tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, suffix);
+	size_t tkl = op_tok(s, s->key2, RC_KEY_MAX, tag, tl, i, what);
 	int n = snprintf(s->key, RC_KEY_MAX, "%s", list);
 
 	cmd = rc_eval(s->r, &s->c2, RC_S_LOG, 3, 3, rc_slot(list, (size_t)n));
@@ -740,7 +770,7 @@ static int plan_logs(rc_seg *s, size_t i)
 	el = snprintf(entry, sizeof entry, "%llu:%lld:%lld",
 	              (unsigned long long)op->member, (long long)op->at_ms,
 	              (long long)d);
-	rc = plan_log(s, i, otag, ol, list, seq, ":r", entry, (size_t)el);
+	rc = plan_log(s, i, otag, ol, list, seq, 'r', entry, (size_t)el);
 	if (rc != TALLY_OK)
 		return rc;
 	ul = snprintf(utag, sizeof utag, "u%llu", (unsigned long long)op->member);
@@ -749,7 +779,7 @@ static int plan_logs(rc_seg *s, size_t i)
 	el = snprintf(entry, sizeof entry, "%llu:%lld:%lld:%.*s",
 	              (unsigned long long)op->obj.content, (long long)op->at_ms,
 	              (long long)d, (int)cl, cname);
-	return plan_log(s, i, utag, (size_t)ul, list, seq, ":h", entry,
+	return plan_log(s, i, utag, (size_t)ul, list, seq, 'h', entry,
 	                (size_t)el);
 }
 

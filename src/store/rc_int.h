@@ -12,7 +12,11 @@
  *                    (member -> at_ms); count = sum of HLEN
  *   t:r:{O}, t:q:{O} recent events of O (capped list) and their numbering
  *   t:h:{uM}:K, t:hq:{uM}:K   history of member M for type K, numbering
- *   t:id:{TAG}:TOK   a client token, in the slot of the data it guards
+ *   t:id:{TAG}:TOK   a client token of a counter's or a total's write, in
+ *                    the slot of the data it guards; t:im: of a membership
+ *                    change, t:ir: and t:ih: of an event's recent and
+ *                    history entries (the kind before the token: IDs are
+ *                    any bytes)
  *   t:b:{TAG}:I:B:J  a batch token (tallyd instance I, batch B, op J)
  *   t:schema         hash: c:ID -> content type name, k:ID -> "mode:name"
  * N is the counter name with '{', '}' and '%' escaped as %7B %7D %25. O is
@@ -136,8 +140,9 @@ int rc_argf(rc_cmds *c, cluster_cmd *cmd, int i, const char *fmt, ...)
 cluster_cmd *rc_eval(rcs *r, rc_cmds *c, int s, int nkeys, int nargs,
                      uint16_t slot);
 void rc_cmds_free(rc_cmds *c);
-/* Run cmds; resend CL_UNKNOWN / CL_NOT_RUN ones (token-guarded or
- * read-only) until RC_APPLY_DEADLINE_MS. TALLY_OK or TALLY_EIO. */
+/* Run cmds, in parts of at most CLUSTER_EXEC_MAX; resend CL_UNKNOWN /
+ * CL_NOT_RUN ones (token-guarded or read-only) until RC_APPLY_DEADLINE_MS
+ * per part. TALLY_OK, TALLY_EIO or TALLY_ENOMEM. */
 int rc_exec(cluster *cl, rc_cmds *c);
 /* Key builders: return the length written into buf (RC_KEY_MAX). */
 size_t rc_esc(char *buf, const uint8_t *name, size_t len);

@@ -67,12 +67,16 @@ cluster_cmd *rc_cmd(rc_cmds *c, int argc, uint16_t slot)
 	assert(argc >= 1);
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? 2 * c->cap : 64;
-		cluster_cmd *v = realloc(c->v, cap * sizeof *v);
+		cluster_cmd *v;
 
-		if (v == NULL || cap > CLUSTER_EXEC_MAX) {
-			free(v == c->v ? NULL : v);
+		/* No cap of CLUSTER_EXEC_MAX here: rc_exec() sends a longer
+		 * list in parts (a batch of many sharded counters reads
+		 * every shard of each). */
+		if (cap > SIZE_MAX / sizeof *v)
 			return NULL;
-		}
+		v = realloc(c->v, cap * sizeof *v);
+		if (v == NULL)
+			return NULL;
 		c->v = v;
 		c->cap = cap;
 	}
@@ -146,45 +150,58 @@ static uint64_t now_ms_mono(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-int rc_exec(cluster *cl, rc_cmds *c)
+/* n (1..CLUSTER_EXEC_MAX) commands of v, resent until done or past the
+ * deadline. */
+static int exec_part(cluster *cl, cluster_cmd *v, size_t n)
 {
 	uint64_t end = now_ms_mono() + RC_APPLY_DEADLINE_MS;
 	cluster_cmd *pend;
 	size_t np = 0;
 	int rc;
 
-	if (c->n == 0)
-		return TALLY_OK;
-	rc = cluster_exec(cl, c->v, c->n, RC_EXEC_TIMEOUT_MS);
+	assert(n > 0 && n <= CLUSTER_EXEC_MAX);
+	rc = cluster_exec(cl, v, n, RC_EXEC_TIMEOUT_MS);
 	if (rc != TALLY_EIO)
 		return rc;
 	/* Resend what did not complete: every write is token-guarded
 	 * (design note 1) and every read may run twice. The commands are
 	 * copied so that the ones done keep their replies. */
-	pend = malloc(c->n * sizeof *pend);
+	pend = malloc(n * sizeof *pend);
 	if (pend == NULL)
 		return TALLY_ENOMEM;
 	while (rc == TALLY_EIO && now_ms_mono() < end) {
 		size_t k = 0;
 
 		np = 0;
-		for (size_t i = 0; i < c->n; i++)
-			if (c->v[i].outcome != CL_DONE) {
-				pend[np] = c->v[i];
+		for (size_t i = 0; i < n; i++)
+			if (v[i].outcome != CL_DONE) {
+				pend[np] = v[i];
 				pend[np].reply = NULL;
 				pend[np++].outcome = CL_NOT_RUN;
 			}
 		if (np == 0)
 			break;
 		rc = cluster_exec(cl, pend, np, RC_EXEC_TIMEOUT_MS);
-		for (size_t i = 0; i < c->n; i++)
-			if (c->v[i].outcome != CL_DONE) {
-				c->v[i].reply = pend[k].reply;
-				c->v[i].outcome = pend[k++].outcome;
+		for (size_t i = 0; i < n; i++)
+			if (v[i].outcome != CL_DONE) {
+				v[i].reply = pend[k].reply;
+				v[i].outcome = pend[k++].outcome;
 			}
 	}
 	free(pend);
 	return rc == TALLY_OK ? TALLY_OK : TALLY_EIO;
+}
+
+int rc_exec(cluster *cl, rc_cmds *c)
+{
+	int rc = TALLY_OK;
+
+	/* In parts of at most CLUSTER_EXEC_MAX, one after another: the
+	 * commands of a list never depend on each other's order. */
+	for (size_t i = 0; rc == TALLY_OK && i < c->n; i += CLUSTER_EXEC_MAX)
+		rc = exec_part(cl, c->v + i, c->n - i < CLUSTER_EXEC_MAX
+		                             ? c->n - i : CLUSTER_EXEC_MAX);
+	return rc;
 }
 
 size_t rc_esc(char *buf, const uint8_t *name, size_t len)

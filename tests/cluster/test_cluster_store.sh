@@ -181,6 +181,33 @@ assert_eq "counter incr with an id on B (HTTP)" '{"name":"hits","value":18}' \
 assert_eq "the same id again (HTTP)" '{"name":"hits","value":18}' \
 	"$(curl -s -X POST -d '{"by":10,"id":"tok-3"}' "http://127.0.0.1:$B_HTTP/v1/counters/hits/incr")"
 assert_eq "A reads what B wrote" "18" "$(redis-cli -p "$A_RESP" get hits)"
+# IDs are any bytes and tags can coincide; no ID may find another write's
+# token. ID "cid" stores tokens for a view's write and its recent entry;
+# "cid:r" is another ID.
+assert_eq "a view with ID cid" "1" "$(rcli tally.add article view 50 5 id cid)"
+assert_eq "a view with ID cid:r is another write" "2" \
+	"$(rcli tally.add article view 50 6 id cid:r)"
+assert_eq "a like by member 77 with ID k7" "1" "$(rcli tally.add article like 51 77 id k7)"
+assert_eq "counter u77 (member 77's history tag) with ID k7:h is another write" \
+	'{"name":"u77","value":1}' \
+	"$(curl -s -X POST -d '{"id":"k7:h"}' "http://127.0.0.1:$B_HTTP/v1/counters/u77/incr")"
+# A counter named like the sub-hash that holds member 9 of article 52's
+# likes, written on B with ID k8; then a like of member 9 with ID k8 on A
+# (whose own memory of IDs has no k8): a write of another kind, under its
+# own token key.
+assert_eq "counter article|#1|52#0 with ID k8 on B" \
+	'{"name":"article|#1|52#0","value":1}' \
+	"$(curl -s -X POST -d '{"id":"k8"}' "http://127.0.0.1:$B_HTTP/v1/counters/article%7C%231%7C52%230/incr")"
+assert_eq "a like with ID k8 on A is applied" "1" \
+	"$(redis-cli -p "$A_RESP" tally.add article like 52 9 id k8)"
+assert_match "and member 9 is in" '^[0-9]{13}$' \
+	"$(redis-cli -p "$A_RESP" tally.has article like 52 9)"
+k='t:m:{article|#1|52#0}'
+assert_match "in the sub-hash the counter is named like" '^[0-9]{13}$' \
+	"$(ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" hget "$k" 9)"
+assert_eq "the like retried on A is answered as first run" "1" \
+	"$(redis-cli -p "$A_RESP" tally.add article like 52 9 id k8)"
+assert_eq "the store still takes writes" "1" "$(rcli incr after-ids)"
 
 section "TALLY.SHARDS spreads a hot counter over the masters"
 assert_eq "a counter starts with 1 shard" "1" "$(rcli tally.shards hot)"
@@ -194,6 +221,20 @@ for i in 0 1 2 3 4 5; do
 done
 nm=$(printf '%s' "$masters" | sort -u | grep -c .)
 assert_int_cmp "the 6 shards of hot are on more than one master" "$nm" -gt 1
+
+section "a batch that reads more shards than one pipeline holds"
+# 257 counters of 256 shards each, incremented in one pipelined write:
+# the batch's sums read 65,792 shards, past the cluster client's 65,536
+# commands per exec, so its reads go in two parts.
+for ((i = 0; i < 257; i++)); do echo "TALLY.SHARDS wide$i 256"; done |
+	redis-cli -p "$A_RESP" >/dev/null
+assert_eq "the last of them, wide256, has 256 shards" "256" "$(rcli tally.shards wide256)"
+unit=""
+for ((i = 0; i < 257; i++)); do unit+=$(resp INCR "wide$i"); done
+got=$(pipe "$A_RESP" 1 257 "$unit")
+assert_eq "each of the 257 INCRs answers 1" "$(printf '1\n%.0s' $(seq 257))" "$got"
+assert_eq "wide200 reads 1" "1" "$(rcli get wide200)"
+assert_eq "the store still takes writes" "2" "$(rcli incr wide0)"
 
 section "MGET: many counters in one pipeline, shards another tallyd added"
 # 70 counters cross the 64-key pipeline chunk; g's shards grow on B
