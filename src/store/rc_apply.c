@@ -353,13 +353,16 @@ static int plan_total(rc_seg *s, size_t i, const char *otag, size_t ol)
 }
 
 /* Schema entries: first writer of an id wins (HSETNX); keys hold names,
- * so a lost race only means the id is assigned anew after a restart. */
+ * so a lost race only means the id is assigned anew after a restart. A
+ * counting type's name keeps its first mode across instances
+ * (RC_LUA_TYPE). */
 static int plan_schema(rc_seg *s, size_t i)
 {
 	store_op *op = &s->ops[i];
 	int ctype = op->kind == STORE_OP_CTYPE;
 	uint16_t id = ctype ? op->obj.ctype : op->obj.ktype;
-	cluster_cmd *cmd = rc_cmd(&s->c1, 4, rc_slot("t:schema", 8));
+	uint16_t slot = rc_slot("t:schema", 8);
+	cluster_cmd *cmd;
 	char val[TALLY_NAME_MAX + 3];
 	int n, rc;
 
@@ -368,15 +371,26 @@ static int plan_schema(rc_seg *s, size_t i)
 	                            id);
 	if (rc != TALLY_OK)
 		return rc;
-	n = ctype ? snprintf(val, sizeof val, "%.*s", (int)op->key_len,
-	                     (const char *)op->key)
-	          : snprintf(val, sizeof val, "%u:%.*s", op->mode,
-	                     (int)op->key_len, (const char *)op->key);
-	if (cmd == NULL || rc_arg(&s->c1, cmd, 0, "HSETNX", 6) ||
-	    rc_arg(&s->c1, cmd, 1, "t:schema", 8) ||
-	    rc_argf(&s->c1, cmd, 2, "%c:%u", ctype ? 'c' : 'k', id) ||
-	    rc_arg(&s->c1, cmd, 3, val, (size_t)n))
-		return TALLY_ENOMEM;
+	if (ctype) {
+		n = snprintf(val, sizeof val, "%.*s", (int)op->key_len,
+		             (const char *)op->key);
+		cmd = rc_cmd(&s->c1, 4, slot);
+		if (cmd == NULL || rc_arg(&s->c1, cmd, 0, "HSETNX", 6) ||
+		    rc_arg(&s->c1, cmd, 1, "t:schema", 8) ||
+		    rc_argf(&s->c1, cmd, 2, "c:%u", id) ||
+		    rc_arg(&s->c1, cmd, 3, val, (size_t)n))
+			return TALLY_ENOMEM;
+	} else {
+		n = snprintf(val, sizeof val, "%u:%.*s", op->mode,
+		             (int)op->key_len, (const char *)op->key);
+		cmd = rc_eval(s->r, &s->c1, RC_S_TYPE, 1, 4, slot);
+		if (cmd == NULL || rc_arg(&s->c1, cmd, 3, "t:schema", 8) ||
+		    rc_argf(&s->c1, cmd, 4, "k:%u", id) ||
+		    rc_arg(&s->c1, cmd, 5, val, (size_t)n) ||
+		    rc_arg(&s->c1, cmd, 6, op->key, op->key_len) ||
+		    rc_argf(&s->c1, cmd, 7, "%u", op->mode))
+			return TALLY_ENOMEM;
+	}
 	s->x[i].cmd = (int32_t)(s->c1.n - 1);
 	return TALLY_OK;
 }
@@ -644,7 +658,13 @@ static int parse_phase1(rc_seg *s)
 			op->err = TALLY_EIO; /* e.g. WRONGTYPE: a foreign key */
 			continue;
 		}
-		if (op->kind == STORE_OP_SET || op->kind == STORE_OP_DEL) {
+		if (op->kind == STORE_OP_TYPE) {
+			if (rep->type != REDIS_REPLY_STRING || rep->len != 1)
+				rc = TALLY_ECORRUPT;
+			else if (rep->str[0] == 'M')
+				op->err = TALLY_ETYPEEXISTS;
+		} else if (op->kind == STORE_OP_SET ||
+		           op->kind == STORE_OP_DEL) {
 			rc = parse_setdel(op, rep);
 		} else if (op->kind == STORE_OP_EVENT &&
 		           op->mode == TALLY_MODE_UNIQUE) {

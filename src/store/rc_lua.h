@@ -113,12 +113,37 @@
 "if w > c then redis.call('SET', KEYS[1], ARGV[1]); c = w end\n" \
 "return c\n"
 
+/* Add a counting type to the shared schema, unless another instance
+ * gave its name another mode: ids are each instance's own (keys hold
+ * names), modes are not, and two modes under one name would keep a
+ * unique type's memberships on one instance and a total on another.
+ * KEYS[1] the schema hash. ARGV[1] field "k:ID", ARGV[2] "mode:name",
+ * ARGV[3] name, ARGV[4] mode. Returns "N" (added), "S" (the name is
+ * there with this mode, under any id), "I" (the id is another name's:
+ * this instance's id is its own until its next start, as for content
+ * types) or "M" (the name is there with the other mode: nothing
+ * changed). */
+#define RC_LUA_TYPE \
+"local all = redis.call('HGETALL', KEYS[1])\n" \
+"for i = 1, #all, 2 do\n" \
+"  if string.sub(all[i], 1, 2) == 'k:' then\n" \
+"    local m, n = string.match(all[i + 1], '^(%d+):(.*)$')\n" \
+"    if n == ARGV[3] then\n" \
+"      if m == ARGV[4] then return 'S' end\n" \
+"      return 'M'\n" \
+"    end\n" \
+"  end\n" \
+"end\n" \
+"if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return 'N' end\n" \
+"return 'I'\n"
+
 enum rc_script {
 	RC_S_ADD = 0,
 	RC_S_SETDEL,
 	RC_S_MEMBER,
 	RC_S_LOG,
 	RC_S_GROW,
+	RC_S_TYPE,
 	RC_S_COUNT
 };
 

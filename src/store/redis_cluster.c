@@ -561,6 +561,7 @@ static const char *const scripts[RC_S_COUNT] = {
 	[RC_S_MEMBER] = RC_LUA_MEMBER,
 	[RC_S_LOG] = RC_LUA_LOG,
 	[RC_S_GROW] = RC_LUA_GROW,
+	[RC_S_TYPE] = RC_LUA_TYPE,
 };
 
 static uint64_t instance_id(void)

@@ -209,6 +209,19 @@ assert_eq "the like retried on A is answered as first run" "1" \
 	"$(redis-cli -p "$A_RESP" tally.add article like 52 9 id k8)"
 assert_eq "the store still takes writes" "1" "$(rcli incr after-ids)"
 
+section "a counting type's mode is the same on every instance"
+# B started before A adds the type: B's own schema does not know it.
+assert_eq "bookmark added on A, unique" "OK" "$(redis-cli -p "$A_RESP" tally.type add bookmark unique)"
+assert_contains "B cannot add bookmark as a total type" \
+	"$(redis-cli -p "$B_RESP" tally.type add bookmark total 2>&1)" "exists with the other mode"
+assert_contains "B does not know bookmark after the refusal" \
+	"$(redis-cli -p "$B_RESP" tally.add article bookmark 60 5 2>&1)" "unknown counting type"
+assert_eq "B adds it with its mode" "OK" "$(redis-cli -p "$B_RESP" tally.type add bookmark unique)"
+assert_eq "a bookmark on B" "1" "$(redis-cli -p "$B_RESP" tally.add article bookmark 60 5)"
+assert_eq "the same member on A changes nothing" "1" \
+	"$(redis-cli -p "$A_RESP" tally.add article bookmark 60 5)"
+assert_eq "A counts what B stored" "1" "$(redis-cli -p "$A_RESP" tally.count article bookmark 60)"
+
 section "TALLY.SHARDS spreads a hot counter over the masters"
 assert_eq "a counter starts with 1 shard" "1" "$(rcli tally.shards hot)"
 assert_eq "grow to 6" "6" "$(rcli tally.shards hot 6)"
