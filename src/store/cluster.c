@@ -138,6 +138,7 @@ static void node_close(cluster *c, struct node *n, int failed)
 	if (n->fd >= 0) {
 		close(n->fd);
 		n->fd = -1;
+		c->st.closes++;
 		if (failed)
 			c->st.conn_errors++;
 	}

@@ -76,6 +76,7 @@ typedef struct cluster_stats {
 	uint64_t refreshes;   /* slot maps fetched (CLUSTER SLOTS) */
 	uint64_t connects;    /* connections made */
 	uint64_t conn_errors; /* connections failed or dropped */
+	uint64_t closes;      /* open connections closed, for any reason */
 	uint64_t unknown;     /* commands ended CL_UNKNOWN */
 	uint64_t noscript;    /* NOSCRIPT replies answered by a reload */
 } cluster_stats;
@@ -168,7 +169,10 @@ typedef struct cluster_master_reply {
  * Send one command to every master (slots NULL), or to every master owning
  * at least one of the given slots, in parallel, on the same connections
  * cluster_exec() uses. That is what WAIT needs: it counts the replicas
- * that have the writes made on this very connection. Redirect replies are
+ * that have the writes made on this very connection. So when a connection
+ * was closed between the writes and the WAIT (stats.closes moved), the
+ * WAIT may have run on a new one, which has written nothing, and its
+ * answer says nothing of them. Redirect replies are
  * not followed here (they are answers like any other). A master that
  * cannot be reached is retried with backoff until the deadline.
  * @param slots NULL, or nslots slots picking the masters.

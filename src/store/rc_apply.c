@@ -1010,12 +1010,14 @@ int rc_apply(store *st, store_batch *b)
 	rc_seg *s;
 	uint16_t *slots = NULL;
 	size_t nslots = 0;
+	cluster_stats before, after;
 	int rc;
 
 	if (r->failed)
 		return r->failed;
 	if (b->n == 0)
 		return TALLY_OK;
+	cluster_get_stats(r->cl, &before);
 	s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return TALLY_ENOMEM;
@@ -1025,8 +1027,18 @@ int rc_apply(store *st, store_batch *b)
 	s->x = calloc(b->n, sizeof *s->x);
 	s->gidx = hmap_create(sizeof(size_t));
 	rc = s->x && s->gidx ? apply_all(s, b, &slots, &nslots) : TALLY_ENOMEM;
-	if (rc == TALLY_OK && nslots > 0)
+	if (rc == TALLY_OK && nslots > 0) {
 		rc = rc_wait(r, slots, nslots);
+		/* WAIT counts what its own connection wrote: after a close
+		 * (a timeout, a failover) it may have run on a new connection
+		 * to that master, or to another one, and vouch for none of
+		 * this batch. Not acknowledged then; a retry with its ID runs
+		 * on the new connection (its token is written again there,
+		 * so a WAIT after it covers it). */
+		cluster_get_stats(r->cl, &after);
+		if (rc == TALLY_OK && after.closes != before.closes)
+			rc = TALLY_EIO;
+	}
 	segment_reset(s);
 	hmap_free(s->gidx);
 	free(s->g);
