@@ -134,7 +134,9 @@
 "    end\n" \
 "  end\n" \
 "end\n" \
-"if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return 'N' end\n" \
+"if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then\n" \
+"  return 'N'\n" \
+"end\n" \
 "return 'I'\n"
 
 enum rc_script {
