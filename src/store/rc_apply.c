@@ -884,13 +884,21 @@ static int segment_run(rc_seg *s)
 	return rc;
 }
 
+/* What a segment did to one key, for segment_cut(). */
+#define SEEN_ADD 1    /* added to without a client id: a shared script */
+#define SEEN_WRITE 2  /* SET/DEL, or a membership change */
+#define SEEN_ADD_ID 4 /* added to with a client id: a script of its own */
+
 /* Whether op i must start a new segment: its order against an earlier op
- * of the segment is not kept by one script. seen: 'n'+key -> 1 (added
- * to) or 2 (SET/DEL); 'm'+object+member -> 1. */
+ * of the segment is not kept by one script. seen: 'n'+key (a counter),
+ * 't'+object (a total), 'm'+object+member -> SEEN_* bits. An add with a
+ * client id runs its own script, which plan_groups() sends ahead of the
+ * shared ones: after an add without one to the same key it would be
+ * applied first, and the two replies (and an overflow refusal) swapped. */
 static int segment_cut(rc_seg *s, hmap *seen, size_t i)
 {
 	const store_op *op = &s->ops[i];
-	uint8_t k[1 + TALLY_KEY_MAX + sizeof(key_obj) + 8];
+	uint8_t k[1 + TALLY_KEY_MAX + KEY_OBJ_LEN + 8];
 	size_t len;
 	uint8_t *v, want;
 	int inserted;
@@ -900,24 +908,32 @@ static int segment_cut(rc_seg *s, hmap *seen, size_t i)
 		k[0] = 'n';
 		memcpy(k + 1, op->key, op->key_len);
 		len = 1 + op->key_len;
-		want = op->kind == STORE_OP_INCRBY ? 1 : 2;
+		want = op->kind != STORE_OP_INCRBY ? SEEN_WRITE
+		       : op->token != NULL ? SEEN_ADD_ID : SEEN_ADD;
 	} else if (op->kind == STORE_OP_EVENT &&
 	           op->mode == TALLY_MODE_UNIQUE) {
+		/* Encoded, not copied: key_obj has padding bytes. */
 		k[0] = 'm';
-		memcpy(k + 1, &op->obj, sizeof op->obj);
-		memcpy(k + 1 + sizeof op->obj, &op->member, 8);
-		len = 1 + sizeof op->obj + 8;
-		want = 2;
+		key_obj_encode(k + 1, &op->obj);
+		memcpy(k + 1 + KEY_OBJ_LEN, &op->member, 8);
+		len = 1 + KEY_OBJ_LEN + 8;
+		want = SEEN_WRITE;
+	} else if (op->kind == STORE_OP_EVENT) {
+		k[0] = 't';
+		key_obj_encode(k + 1, &op->obj);
+		len = 1 + KEY_OBJ_LEN;
+		want = op->token != NULL ? SEEN_ADD_ID : SEEN_ADD;
 	} else {
 		return 0;
 	}
 	v = hmap_get(seen, k, len);
-	if (v != NULL && (*v == 2 || want == 2))
+	if (v != NULL && ((*v & SEEN_WRITE) || want == SEEN_WRITE ||
+	                  (want == SEEN_ADD_ID && (*v & SEEN_ADD))))
 		return 1;
 	v = hmap_put(seen, k, len, &inserted);
 	if (v == NULL)
 		return -1;
-	*v = want;
+	*v = (uint8_t)(inserted ? want : *v | want);
 	return 0;
 }
 

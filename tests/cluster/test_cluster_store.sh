@@ -208,6 +208,12 @@ assert_match "in the sub-hash the counter is named like" '^[0-9]{13}$' \
 assert_eq "the like retried on A is answered as first run" "1" \
 	"$(redis-cli -p "$A_RESP" tally.add article like 52 9 id k8)"
 assert_eq "the store still takes writes" "1" "$(rcli incr after-ids)"
+# An add with an ID runs a script of its own; after an add without one to
+# the same total, in one pipeline, it is still applied second.
+unit=$(resp TALLY.ADD article view 70 0 DELTA 5)$(resp TALLY.ADD article view 70 0 DELTA 1 ID ord1)
+assert_eq "pipelined adds to one total, the second with an ID, answer in order" \
+	"$(printf '5\n6\n8\n9')" \
+	"$(pipe "$A_RESP" 1 2 "$unit"; pipe "$A_RESP" 1 2 "$(resp TALLY.ADD article view 70 0 DELTA 2)$(resp TALLY.ADD article view 70 0 DELTA 1 ID ord2)")"
 
 section "a counting type's mode is the same on every instance"
 # B started before A adds the type: B's own schema does not know it.
