@@ -110,6 +110,7 @@ typedef struct worker {
 	slot *spare;              /* freed slots, for the next commands */
 	size_t spare_n;
 	int stopping;
+	uint64_t stop_ms;         /* when stopping began (now_ms) */
 	int loop_on;              /* loop initialised: net_free closes it */
 	int locks_on;             /* 0, 1 or 2 of its mutexes initialised */
 	int ran;                  /* its thread was started */
@@ -139,6 +140,9 @@ struct conn {
 	int has_deferred;
 	int offloaded;            /* a command runs on the pool (point 6) */
 	int reading;
+	int eof;                  /* the client shut its side: read no more */
+	int drained;              /* the last run of its pipeline found no
+	                             whole command left (RESP) */
 	int closed;               /* uv_close called */
 	int dead;                 /* socket closed: free when owed == 0 */
 	int counted;              /* counts against maxclients */
@@ -514,6 +518,8 @@ static void on_shutdown(uv_shutdown_t *req, int status)
  * write side down, drain input until the peer closes, and close at EOF or
  * after LINGER_MS (the worker's tick). */
 #define LINGER_MS 1000
+/* How long a shutdown waits for a client to read what it is sent. */
+#define SHUTDOWN_GRACE_MS 10000
 
 static void conn_linger(conn *c)
 {
@@ -527,12 +533,20 @@ static void conn_linger(conn *c)
 		conn_close(c);
 }
 
+/* A client that shut its side has had every whole command it sent run:
+ * what is left is a command cut off by the shutdown, never completed. */
+static int conn_input_done(const conn *c)
+{
+	return c->eof && c->drained && c->owed == 0 && !c->has_deferred &&
+	       !c->offloaded && !c->more;
+}
+
 static void conn_maybe_done(conn *c)
 {
 	/* An HTTP request's writes owe an answer that is in no FIFO: the
 	 * close waits for it too (a shutdown sets close_after meanwhile). */
-	if (c->cl.close_after && c->out.len == 0 && !c->writing &&
-	    c->head == NULL && c->pend == NULL)
+	if ((c->cl.close_after || conn_input_done(c)) && c->out.len == 0 &&
+	    !c->writing && c->head == NULL && c->pend == NULL)
 		conn_linger(c);
 }
 
@@ -542,6 +556,16 @@ static int conn_over_output(const conn *c)
 {
 	return c->out.overflow ||
 	       c->out.len + c->inflight > c->w->s->cfg.max_output;
+}
+
+/* A write takes at most this much of c->out: libuv's buffers count their
+ * bytes in an unsigned int, and --max-output-bytes goes past 4 GiB; the
+ * rest goes when the write completes (on_write flushes again). */
+#define CONN_WRITE_MAX ((size_t)1 << 30)
+
+static size_t write_len(const conn *c)
+{
+	return c->out.len < CONN_WRITE_MAX ? c->out.len : CONN_WRITE_MAX;
 }
 
 /* Send what is in c->out: uv_try_write first (usually all of it), then one
@@ -557,7 +581,7 @@ static void conn_flush(conn *c)
 		return;
 	}
 	if (!c->writing && c->out.len > 0) {
-		uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+		uv_buf_t b = uv_buf_init(c->out.data, (unsigned)write_len(c));
 		int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
 
 		if (n > 0) {
@@ -569,19 +593,20 @@ static void conn_flush(conn *c)
 		}
 	}
 	if (!c->writing && c->out.len > 0) {
-		uv_write_t *req = malloc(sizeof *req + c->out.len);
+		size_t len = write_len(c);
+		uv_write_t *req = malloc(sizeof *req + len);
 		uv_buf_t b;
 
 		if (req == NULL) {
 			conn_close(c);
 			return;
 		}
-		memcpy(req + 1, c->out.data, c->out.len);
-		b = uv_buf_init((char *)(req + 1), (unsigned)c->out.len);
+		memcpy(req + 1, c->out.data, len);
+		b = uv_buf_init((char *)(req + 1), (unsigned)len);
 		req->data = c;
-		c->inflight = c->out.len;
-		stat_add(&c->w->st->bytes_out_total, c->out.len);
-		rbuf_consume(&c->out, c->out.len);
+		c->inflight = len;
+		stat_add(&c->w->st->bytes_out_total, len);
+		rbuf_consume(&c->out, len);
 		c->writing = 1;
 		if (uv_write(req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
 			free(req);
@@ -613,11 +638,32 @@ static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf)
 	                                                     : UINT32_MAX) : 0);
 }
 
+static void reading_set(conn *c, int on);
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	conn *c = s->data;
 
 	if (n < 0) {
+		/* A client that only shut its side (shutdown(SHUT_WR)) still
+		 * reads: the commands it sent are run and answered, then the
+		 * connection closes (HTTP: the request in progress). What an
+		 * error ends cannot be read. */
+		if (n == UV_EOF && !c->closed &&
+		    (c->owed > 0 || c->writing || c->out.len > 0 ||
+		     c->head != NULL || c->pend != NULL || c->has_deferred ||
+		     c->offloaded || c->more ||
+		     (!c->http && resp_parser_pending(c->rp) > 0))) {
+			reading_set(c, 0);
+			c->eof = 1;
+			if (c->http) {
+				c->cl.close_after = 1;
+				conn_flush(c);
+			} else {
+				resp_process(c);
+			}
+			return;
+		}
 		conn_close(c);
 		return;
 	}
@@ -639,7 +685,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void reading_set(conn *c, int on)
 {
-	if (c->closed || c->lingering || c->reading == on)
+	if (c->closed || c->lingering || c->reading == on || (on && c->eof))
 		return;
 	c->reading = on;
 	if (on)
@@ -783,6 +829,7 @@ static void resp_process(conn *c)
 	 * replies would be thrown away with the connection, and running
 	 * them (a read chunk holds thousands of commands) would keep the
 	 * loop's other clients waiting. */
+	c->drained = 0;
 	while (!c->closed && !c->cl.close_after && !conn_over_output(c)) {
 		resp_cmd cmd;
 		int rc;
@@ -804,8 +851,10 @@ static void resp_process(conn *c)
 			break;
 		}
 		rc = resp_parser_next(c->rp, &cmd);
-		if (rc == RESP_AGAIN)
+		if (rc == RESP_AGAIN) {
+			c->drained = 1;
 			break;
+		}
 		if (rc != RESP_OK) {
 			protocol_error(c);
 			break;
@@ -1192,6 +1241,7 @@ static void worker_shutdown(worker *w)
 	if (w->stopping)
 		return;
 	w->stopping = 1;
+	w->stop_ms = now_ms(w);
 	/* uv_close stops a poll at once, so its socket can go now: new
 	 * connections are refused from here on. */
 	if (w->resp_on) {
@@ -1330,6 +1380,12 @@ static void on_tick(uv_timer_t *tm)
 		next = c->next;
 		if (c->lingering && !c->closed &&
 		    now_ms(w) - c->last_active_ms >= LINGER_MS)
+			conn_close(c);
+		/* A client that stops reading would hold the shutdown for as
+		 * long as it likes: past the grace, what it left unread is
+		 * dropped. Replies still owed by the store are waited for. */
+		else if (w->stopping && !c->closed && c->owed == 0 &&
+		         now_ms(w) - w->stop_ms >= SHUTDOWN_GRACE_MS)
 			conn_close(c);
 	}
 	if (idle > 0) {

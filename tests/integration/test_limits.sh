@@ -5,7 +5,7 @@
 # --idle-timeout, --help and --version.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
-need_cmd redis-cli curl
+need_cmd redis-cli curl python3
 
 CONFIG_C=$IT_DIR/../../src/server/config.c
 
@@ -454,5 +454,75 @@ assert_eq "once descriptors are free, every waiting client is served" \
 for fd in "${fds[@]:$served}"; do exec {fd}>&-; done
 prlimit --pid "$T_PID" --nofile="$soft:"
 stop_and_check
+
+section "a client that shuts its write side gets every reply, then EOF"
+# 200 INCRs (and, with GET, a read deferred behind them), the start of a
+# command the shutdown cuts off, then shutdown(SHUT_WR): every whole command
+# is run and answered, and the server closes. Writes complete after the
+# loop may have read the EOF (on the committer thread in async durability,
+# after the cluster's round trips on the redis-cluster store).
+half_close() { # PORT KEY [GET] -> "ok" or what came back
+	python3 - "$1" "$2" "${3-}" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+k = sys.argv[2].encode()
+get = sys.argv[3] == "GET"
+n = 200
+s.sendall(b"".join(b"INCR " + k + b"\r\n" for _ in range(n)) +
+          (b"GET " + k + b"\r\n" if get else b"") + b"*2\r\n$3\r\nGE")
+s.shutdown(socket.SHUT_WR)
+s.settimeout(10)
+buf = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+except socket.timeout:
+    buf += b"<no EOF within 10 s>"
+want = b"".join(b":%d\r\n" % i for i in range(1, n + 1))
+if get:
+    want += b"$3\r\n200\r\n"
+print("ok" if buf == want else "got %d of %d bytes, ending %r" %
+      (len(buf), len(want), buf[-40:]))
+PY
+}
+for mode in async sync; do
+	start_tallyd "$TMP/half-$mode" --durability "$mode"
+	bad=""
+	for ((i = 0; i < 10; i++)); do
+		r=$(half_close "$T_RESP" "hc$i" "$( ((i % 2)) && echo GET)")
+		[ "$r" = ok ] || bad="$r"
+	done
+	assert_eq "--durability $mode: 10 half-closed clients, every reply, then EOF" "" "$bad"
+	stop_and_check
+done
+
+section "SIGTERM with a client that never reads: tallyd exits after the grace"
+start_tallyd "$TMP/grace"
+P=$T_RESP
+seq 1 1000 | sed 's/.*/tally.add big like 1 &/' |
+	timeout 60 redis-cli -p "$P" >/dev/null 2>&1 || true
+assert_eq "setup: 1000 members" "1000" "$(rcli tally.count big like 1)"
+# 200 RECENT LIMIT 1000 replies: about 10 MB, past what the sockets hold,
+# below --max-output-bytes (64 MiB): the client is not closed for them.
+exec {stuck}<>"/dev/tcp/127.0.0.1/$P"
+printf 'TALLY.RECENT big like 1 LIMIT 1000\r\n%.0s' {1..200} >&"$stuck"
+sleep 1
+t0=$SECONDS
+kill -TERM "$T_PID"
+if _gone_within "$T_PID" 30; then
+	pass "tallyd exits with the client still not reading"
+else
+	fail "tallyd exits with the client still not reading" "still running 30 s after SIGTERM"
+fi
+took=$((SECONDS - t0))
+say "exited $took s after SIGTERM"
+assert_int_cmp "it waited for the client first (10 s grace)" "$took" -ge 9
+stop_tallyd TERM
+assert_eq "tallyd exits 0" "0" "$T_EXIT"
+assert_log_clean
+exec {stuck}>&-
 
 finish
