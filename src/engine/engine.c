@@ -386,13 +386,20 @@ static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
 			continue;
 		first = hmap_put(t->batch_tokens, op->token, op->token_len,
 		                 &inserted);
-		if (first != NULL && !inserted) {
+		if (first == NULL) {
+			/* Out of memory: unlisted, a retry later in this
+			 * batch would be taken for the first and applied
+			 * again. Not applied; the error says retry. */
+			op->skip = 1;
+			op->err = TALLY_ENOMEM;
+			continue;
+		}
+		if (!inserted) {
 			op->skip = 2; /* answered like the first, after apply */
 			op->result = (int64_t)*first;
 			continue;
 		}
-		if (first != NULL)
-			*first = i;
+		*first = i;
 		op->token_expiry_ms = now_ms + t->tok.retention_ms;
 	}
 }
