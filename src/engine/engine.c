@@ -554,14 +554,16 @@ static int fold(tally *t)
 	store_batch b = { t->fold_ops, n, 0 };
 
 	/* The cells let go of their adds once they are handed to the store,
-	 * whatever it answers: a failed batch may have been written (what
-	 * reached the disk is the truth), and a fold again would count it
-	 * twice. A drain that failed (out of memory) handed nothing over,
-	 * and leaves every add in its cell for the next fold. */
+	 * whatever it answers but out of memory: a failed batch may have
+	 * been written (what reached the disk is the truth), and a fold
+	 * again would count it twice; a store out of memory wrote nothing
+	 * (store.h), so the adds stay for the next fold. A drain that failed
+	 * (out of memory) handed nothing over either. */
 	if (rc == TALLY_OK) {
 		if (n > 0)
 			rc = t->st->vt->apply(t->st, &b);
-		stripes_folded(t, n);
+		if (rc != TALLY_ENOMEM)
+			stripes_folded(t, n);
 	}
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		if (t->fold_ops[i].err != TALLY_OK)

@@ -70,6 +70,7 @@ typedef struct rc_seg {
 	size_t ng, gcap;
 	hmap *gidx;          /* group key -> index */
 	rc_cmds c1, c2;
+	int sent;            /* some segment's writes went out */
 	char key[RC_KEY_MAX], key2[RC_KEY_MAX], key3[RC_KEY_MAX];
 } rc_seg;
 
@@ -866,8 +867,10 @@ static int segment_run(rc_seg *s)
 			rc = plan_op(s, i);
 	if (rc == TALLY_OK)
 		rc = plan_groups(s);
-	if (rc == TALLY_OK)
+	if (rc == TALLY_OK) {
+		s->sent = 1;
 		rc = rc_exec(s->r->cl, &s->c1);
+	}
 	/* Growths first, so that this batch's results sum the new shards. */
 	for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
 		const store_op *op = &s->ops[s->g[gi].op];
@@ -1043,6 +1046,10 @@ int rc_apply(store *st, store_batch *b)
 	s->x = calloc(b->n, sizeof *s->x);
 	s->gidx = hmap_create(sizeof(size_t));
 	rc = s->x && s->gidx ? apply_all(s, b, &slots, &nslots) : TALLY_ENOMEM;
+	/* Out of memory means nothing was written (store.h): once writes
+	 * went out, the batch may be partly applied, an I/O error. */
+	if (rc == TALLY_ENOMEM && s->sent)
+		rc = TALLY_EIO;
 	if (rc == TALLY_OK && nslots > 0) {
 		rc = rc_wait(r, slots, nslots);
 		/* WAIT counts what its own connection wrote: after a close

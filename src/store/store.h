@@ -91,7 +91,10 @@ typedef struct store_vt {
 	 * earlier ops of the same batch), as one atomic unit; durable when
 	 * b->sync. Per-op errors (TALLY_EOVERFLOW) go in op->err and change
 	 * nothing for that op. A batch error (TALLY_EIO) means no op was
-	 * applied and the store refuses writes from then on. */
+	 * applied and the store refuses writes from then on. TALLY_ENOMEM
+	 * means nothing was written and the store serves on: a store that
+	 * runs out of memory after writing some of a batch answers
+	 * TALLY_EIO (async folds keep their adds on TALLY_ENOMEM only). */
 	int (*apply)(store *s, store_batch *b);
 	/* Make every applied write durable. */
 	int (*sync)(store *s);
