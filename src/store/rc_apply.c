@@ -139,17 +139,15 @@ static size_t client_tok(char *buf, size_t cap, const char *tag,
 	return (size_t)n + op->token_len;
 }
 
-/* The token key guarding op (what: 'w' its write, 'm' its membership
- * change, 'r' or 'h' a log's): the client's when it has one, else a
- * batch token. */
+/* The token key guarding op (what: 'm' its membership change, 'r' or 'h'
+ * a log's): the client's when it has one, else a batch token. */
 static size_t op_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
                      size_t tag_len, size_t i, char what)
 {
 	const store_op *op = &s->ops[i];
 
 	if (op->token != NULL)
-		return client_tok(buf, cap, tag, tag_len, op,
-		                  what == 'w' ? 'd' : what);
+		return client_tok(buf, cap, tag, tag_len, op, what);
 	return batch_tok(s, buf, cap, tag, tag_len, what, i);
 }
 
@@ -382,14 +380,11 @@ static int plan_schema(rc_seg *s, size_t i)
 		    rc_arg(&s->c1, cmd, 3, val, (size_t)n))
 			return TALLY_ENOMEM;
 	} else {
-		n = snprintf(val, sizeof val, "%u:%.*s", op->mode,
-		             (int)op->key_len, (const char *)op->key);
-		cmd = rc_eval(s->r, &s->c1, RC_S_TYPE, 1, 4, slot);
+		cmd = rc_eval(s->r, &s->c1, RC_S_TYPE, 1, 3, slot);
 		if (cmd == NULL || rc_arg(&s->c1, cmd, 3, "t:schema", 8) ||
 		    rc_argf(&s->c1, cmd, 4, "k:%u", id) ||
-		    rc_arg(&s->c1, cmd, 5, val, (size_t)n) ||
-		    rc_arg(&s->c1, cmd, 6, op->key, op->key_len) ||
-		    rc_argf(&s->c1, cmd, 7, "%u", op->mode))
+		    rc_arg(&s->c1, cmd, 5, op->key, op->key_len) ||
+		    rc_argf(&s->c1, cmd, 6, "%u", op->mode))
 			return TALLY_ENOMEM;
 	}
 	s->x[i].cmd = (int32_t)(s->c1.n - 1);

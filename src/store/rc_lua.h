@@ -117,8 +117,8 @@
  * gave its name another mode: ids are each instance's own (keys hold
  * names), modes are not, and two modes under one name would keep a
  * unique type's memberships on one instance and a total on another.
- * KEYS[1] the schema hash. ARGV[1] field "k:ID", ARGV[2] "mode:name",
- * ARGV[3] name, ARGV[4] mode. Returns "N" (added), "S" (the name is
+ * KEYS[1] the schema hash. ARGV[1] field "k:ID", ARGV[2] name, ARGV[3]
+ * mode; the field's value is "mode:name". Returns "N" (added), "S" (the name is
  * there with this mode, under any id), "I" (the id is another name's:
  * this instance's id is its own until its next start, as for content
  * types) or "M" (the name is there with the other mode: nothing
@@ -128,13 +128,14 @@
 "for i = 1, #all, 2 do\n" \
 "  if string.sub(all[i], 1, 2) == 'k:' then\n" \
 "    local m, n = string.match(all[i + 1], '^(%d+):(.*)$')\n" \
-"    if n == ARGV[3] then\n" \
-"      if m == ARGV[4] then return 'S' end\n" \
+"    if n == ARGV[2] then\n" \
+"      if m == ARGV[3] then return 'S' end\n" \
 "      return 'M'\n" \
 "    end\n" \
 "  end\n" \
 "end\n" \
-"if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then\n" \
+"local v = ARGV[3] .. ':' .. ARGV[2]\n" \
+"if redis.call('HSETNX', KEYS[1], ARGV[1], v) == 1 then\n" \
 "  return 'N'\n" \
 "end\n" \
 "return 'I'\n"
