@@ -80,6 +80,17 @@ static int global_option(cli_ctx *ctx, int argc, char **argv, int *i)
 	return CLI_OK;
 }
 
+/* rc, or CLI_ERR if stdout could not be written: a full disk or a closed
+ * pipe must not look like success. */
+static int stdout_done(int rc)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "tally: could not write the output\n");
+		return rc != CLI_OK ? rc : CLI_ERR;
+	}
+	return rc;
+}
+
 static int run_command(const cli_ctx *ctx0, int argc, char **argv)
 {
 	cli_ctx ctx = *ctx0;
@@ -90,11 +101,18 @@ static int run_command(const cli_ctx *ctx0, int argc, char **argv)
 
 	if (strcmp(argv[0], "help") == 0) {
 		c = argc > 1 ? cli_cmd_find(argv[1]) : NULL;
+		if (argc > 1 && c == NULL) {
+			char msg[OUT_QUOTE_MAX + 32];
+			out_quote(shown, sizeof shown, argv[1], strlen(argv[1]));
+			snprintf(msg, sizeof msg, "no help for %s: not a "
+			         "command", shown);
+			return cli_usage_error(NULL, msg);
+		}
 		if (c != NULL)
 			cli_help_cmd(c);
 		else
 			cli_help_all();
-		return CLI_OK;
+		return stdout_done(CLI_OK);
 	}
 	c = cli_cmd_find(argv[0]);
 	if (c == NULL) {
@@ -108,15 +126,9 @@ static int run_command(const cli_ctx *ctx0, int argc, char **argv)
 		return rc;
 	if (help) {
 		cli_help_cmd(c);
-		return CLI_OK;
+		return stdout_done(CLI_OK);
 	}
-	rc = c->run(&ctx, &a);
-	/* A full disk or closed pipe on stdout must not look like success. */
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, "tally: could not write the output\n");
-		return rc != CLI_OK ? rc : CLI_ERR;
-	}
-	return rc;
+	return stdout_done(c->run(&ctx, &a));
 }
 
 int main(int argc, char **argv)
@@ -128,7 +140,7 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-' && rc == CLI_OK; i++)
 		rc = global_option(&ctx, argc, argv, &i);
 	if (rc != CLI_OK)
-		rc = rc < 0 ? CLI_OK : rc;
+		rc = rc < 0 ? stdout_done(CLI_OK) : rc;
 	else if (i >= argc)
 		rc = cli_usage_error(NULL, "no command given");
 	else

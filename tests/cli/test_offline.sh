@@ -136,6 +136,18 @@ t_version_help() {
 	grep -q 'exit status' out.txt
 	run_status 0 "$TALLY" import --help
 	grep -q 'IN.types' out.txt
+	run_status 0 "$TALLY" help import
+	grep -q 'IN.types' out.txt
+	run_status 2 "$TALLY" help nosuch
+	grep -q "no help for 'nosuch': not a command" err.txt
+	# Help that cannot be written is not a success.
+	local got=0
+	"$TALLY" --help >/dev/full 2>err.txt || got=$?
+	[[ $got -eq 1 ]]
+	grep -q 'could not write the output' err.txt
+	got=0
+	"$TALLY" import --help >/dev/full 2>err.txt || got=$?
+	[[ $got -eq 1 ]]
 }
 
 t_usage_errors() {
@@ -211,9 +223,77 @@ assert d["records"] == 9 and d["noops"] == 0, d'
 	grep -q 'no events of content type' err.txt
 }
 
-t_reimport_reports_differences() {
+# The same file again writes nothing (its mark counts every record); another
+# file of the same objects is imported, and its counts differ.
+t_reimport() {
 	run_status 0 "$TALLY" import --data d2 --ctype article e1.rec
+	grep -q 'e1.rec was imported into d2 before' out.txt
+	grep -q "counts all $EVENTS records): nothing written" out.txt
+	run_status 0 "$TALLY" stats --data d2 --json
+	python3 -c 'import json, sys
+assert json.load(open("out.txt"))["events"] == int(sys.argv[1])' "$EVENTS"
+	run_status 0 "$TALLY" import --data d2 --ctype article events.rec
 	grep -q 'counts differ from the file' out.txt
+	run_status 0 "$TALLY" import --data d2 --ctype article events.rec --json
+	python3 -c 'import json
+d = json.load(open("out.txt"))
+assert d["resumed_at"] == d["records"] == 10 and d["writes"] == 0, d
+assert d["mark"].startswith("tally.import:article:"), d'
+}
+
+# A total type goes the way its running total goes, whatever a record's
+# add/remove bit says (an export folds an event it cannot write into the
+# next record, whose bit may point the other way).
+t_total_direction_from_totals() {
+	python3 rec.py pack dir.rec "6 1 $((T0 + 1)) 5 0 5" "6 1 $((T0 + 2)) 5 0 3" \
+		"6 0 $((T0 + 3)) 5 0 4"
+	printf '6 view total\n' >dir.rec.types
+	run_status 0 "$TALLY" import --data d4 --ctype article dir.rec
+	absent 'differ' out.txt
+	run_status 0 "$TALLY" export --data d4 --ctype article dir2.rec
+	python3 -c 'import struct
+d = open("dir2.rec", "rb").read()
+recs = [struct.unpack(">QQq", d[i:i + 24]) for i in range(0, len(d), 24)]
+assert [(w0 >> 41 & 1, t) for w0, _, t in recs] == [(1, 5), (0, 3), (1, 4)], recs'
+}
+
+# An import killed half-way (kill -9, once its progress passed 1M records),
+# then run again, leaves exactly what one whole import leaves: the rerun
+# resumes at the mark the killed run's last kept group wrote.
+t_interrupted_import_resumes() {
+	local pid
+	python3 -c '
+import random, struct
+EPOCH, T0, N, OBJS = 1577836800000, 1700000000000, 2000000, 1000
+rec, rnd, tot = struct.Struct(">QQq"), random.Random(7), [0] * (OBJS + 1)
+out = []
+for i in range(N):
+    c = rnd.randint(1, OBJS)
+    d = rnd.choice((1, 1, 2, 5, -1))
+    tot[c] += d
+    w0 = 6 << 42 | (1 if d > 0 else 0) << 41 | (T0 + i - EPOCH)
+    out.append(rec.pack(w0, c << 32, tot[c]))
+open("big.rec", "wb").write(b"".join(out))
+open("big.rec.types", "w").write("6 view total\n")'
+	run_status 0 "$TALLY" import --data whole --ctype article big.rec
+	run_status 0 "$TALLY" export --data whole --ctype article want.rec
+	"$TALLY" import --data part --ctype article --progress big.rec \
+		>/dev/null 2>progress.txt &
+	pid=$!
+	for _ in $(seq 1200); do
+		if grep -q '1000000 records imported' progress.txt; then break; fi
+		sleep 0.05
+	done
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	grep -q '1000000 records imported' progress.txt
+	absent '2000000 records imported' progress.txt
+	run_status 0 "$TALLY" import --data part --ctype article big.rec
+	grep -q 'resumed at record [1-9][0-9]*: an earlier run' out.txt
+	absent 'differ' out.txt
+	run_status 0 "$TALLY" export --data part --ctype article got.rec
+	cmp want.rec got.rec
+	rm -rf whole part big.rec big.rec.types want.rec got.rec
 }
 
 t_backup() {
@@ -309,7 +389,9 @@ check "export gives back every object's events" t_export_round_trip
 check "export, import, export is byte-identical" t_export_import_export_identical
 check "stats counts events, objects and types" t_stats
 check "export --ctype keeps one content type" t_export_ctype_filter
-check "re-import reports counts that differ" t_reimport_reports_differences
+check "re-import: the same file writes nothing, another reports differences" t_reimport
+check "an import killed half-way resumes at its mark" t_interrupted_import_resumes
+check "a total type follows its running totals, not the bit" t_total_direction_from_totals
 check "backup makes a copy that stats reads" t_backup
 check "stats on a missing folder fails, creates nothing" t_missing_folder
 check "25-byte file: error naming the offset" t_partial_record
