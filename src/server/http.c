@@ -125,6 +125,10 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
 	http_conn *c = conn_of(p);
+	/* A chunked body's trailer fields are dropped: a credential there
+	 * would pass by whatever checked the real header. */
+	if (c->headers_done)
+		return 0;
 	if (c->hdr_last != HDR_FIELD)
 		c->field_len = 0;
 	c->hdr_last = HDR_FIELD;
@@ -151,6 +155,8 @@ static int field_is_auth(const http_conn *c)
 static int on_header_value(http_parser *p, const char *at, size_t len)
 {
 	http_conn *c = conn_of(p);
+	if (c->headers_done)
+		return 0;
 	if (c->hdr_last != HDR_VALUE) {
 		c->in_auth = field_is_auth(c);
 		/* Two credentials are ambiguous: refuse rather than pick. */

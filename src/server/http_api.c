@@ -568,6 +568,16 @@ static void pend_free(http_pending *p)
 	free(p);
 }
 
+/* Whether every write of p failed with the same 503 error. */
+static int pend_all_unavailable(const http_pending *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (p->res[i].err != p->res[0].err ||
+		    api_status(p->res[i].err) != 503)
+			return 0;
+	return p->n > 0;
+}
+
 static void pend_answer(http_pending *p, http_response *rs)
 {
 	const pend_write *r = p->res;
@@ -598,6 +608,14 @@ static void pend_answer(http_pending *p, http_response *rs)
 				v = jset(json_object(), "error", json_string(msg));
 			}
 			counts = jpush(counts, v);
+		}
+		/* Every write refused because the store refuses writes (a
+		 * disk fault, a shutdown): the request as a whole failed, as
+		 * a single event's would (503), and can be retried whole. */
+		if (failed && counts && pend_all_unavailable(p)) {
+			json_decref(counts);
+			reply_engine(rs, r[0].err, NULL);
+			return;
 		}
 		reply_json(rs, failed ? 207 : 200,
 		           counts ? jset(json_object(), "counts", counts)
@@ -1074,19 +1092,26 @@ static int auth_ok(const http_api *api, const http_request *rq)
 	const char *h = rq->authorization;
 	secret once;
 	int ok;
+	size_t len;
 
 	if (api->password == NULL)
 		return 1;
-	if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+	if (h == NULL || strncasecmp(h, "Bearer", 6) != 0 ||
+	    (h[6] != ' ' && h[6] != '\t'))
 		return 0;
 	h += 7;
-	while (*h == ' ')
+	/* A field value excludes the white space around it (RFC 9110
+	 * section 5.5); the parser keeps what trails. */
+	while (*h == ' ' || *h == '\t')
 		h++;
+	len = strlen(h);
+	while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t'))
+		len--;
 	if (api->pass != NULL)
-		return secret_matches(api->pass, h, strlen(h));
+		return secret_matches(api->pass, h, len);
 	if (secret_init(&once, api->password, strlen(api->password)) != 0)
 		return 0;
-	ok = secret_matches(&once, h, strlen(h));
+	ok = secret_matches(&once, h, len);
 	secret_clear(&once);
 	return ok;
 }
@@ -1104,7 +1129,7 @@ int http_api_begin(const http_api *api, const http_request *rq,
 	/* HEAD is GET without the body: every GET route takes it. */
 	int head = strcmp(rq->method, "HEAD") == 0;
 	const char *method = head ? "GET" : rq->method;
-	const char *allow = NULL;
+	int allow_get = 0, allow_post = 0;
 
 	*pend = NULL;
 	int path_known = 0;
@@ -1113,8 +1138,10 @@ int http_api_begin(const http_api *api, const http_request *rq,
 		if (!route_match(routes[i].pattern, rq->path, x.cap, &x.ncap))
 			continue;
 		path_known = 1;
-		allow = strcmp(routes[i].method, "GET") == 0 ? "GET, HEAD"
-		                                             : routes[i].method;
+		if (strcmp(routes[i].method, "GET") == 0)
+			allow_get = 1;
+		else
+			allow_post = 1;
 		if (strcmp(routes[i].method, method) == 0)
 			hit = &routes[i];
 	}
@@ -1126,7 +1153,12 @@ int http_api_begin(const http_api *api, const http_request *rq,
 		hit->fn(&x);
 	else if (path_known) {
 		reply_msg(rs, 405, "method not allowed");
-		rs->allow = allow; /* RFC 9110 section 15.5.6 */
+		/* RFC 9110 section 15.5.6: every method of every route
+		 * the path matches (a counter named "x/incr" is read with
+		 * GET where POST increments counter "x"). */
+		rs->allow = allow_get && allow_post ? "GET, HEAD, POST"
+		            : allow_get             ? "GET, HEAD"
+		                                    : "POST";
 	} else {
 		reply_msg(rs, 404, "not found");
 	}

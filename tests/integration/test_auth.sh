@@ -100,6 +100,17 @@ assert_eq "'bearer' in lower case: 200" "200" \
 	"$(code_of -H "Authorization: bearer $PASS_W" "$URL/v1/objects/article/1")"
 assert_eq "'BEARER' in upper case: 200" "200" \
 	"$(code_of -H "Authorization: BEARER $PASS_W" "$URL/v1/objects/article/1")"
+assert_eq "white space after the token (RFC 9110 5.5): 200" "200" \
+	"$(code_of -H "Authorization: Bearer $PASS_W  " "$URL/v1/objects/article/1")"
+assert_eq "a tab between scheme and token: 200" "200" \
+	"$(code_of -H "$(printf 'Authorization: Bearer\t%s' "$PASS_W")" "$URL/v1/objects/article/1")"
+assert_eq "the token with a byte more: 401" "401" \
+	"$(code_of -H "Authorization: Bearer ${PASS_W}x" "$URL/v1/objects/article/1")"
+# A chunked body's trailer is not a header: a credential there is ignored.
+out=$(printf 'POST /v1/counters/trailer/incr HTTP/1.1\r\nHost: t\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nAuthorization: Bearer %s\r\n\r\n' "$PASS_W" |
+	timeout 20 bash -c "exec 3<>/dev/tcp/127.0.0.1/$T_HTTP; cat >&3; cat <&3" | tr -d '\r' || true)
+assert_match "the token in a chunked trailer: 401" '^HTTP/1.1 401' "$out"
+assert_eq "... and nothing was written" "" "$(rcli GET trailer)"
 assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
 assert_eq "unknown paths need the token too (they would tell routes)" "401" \
 	"$(code_of "$URL/v1/nothing")"

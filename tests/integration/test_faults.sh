@@ -71,6 +71,9 @@ check_refused() {
 	http POST /v1/counters/f:refused/incr '{"by":1}'
 	assert_eq "$cause: HTTP write answers 503" "503" "$HTTP_CODE"
 	assert_contains "$cause: HTTP error names the cause" "$HTTP_BODY" "store write failed ($cause)"
+	http POST /v1/events '[{"ctype":"article","ktype":"like","content":1,"member":98},{"ctype":"article","ktype":"view","content":1,"member":0}]'
+	assert_eq "$cause: an HTTP array whose writes all failed answers 503, not 207" "503" "$HTTP_CODE"
+	assert_contains "... naming the cause" "$HTTP_BODY" "store write failed ($cause)"
 	HTTP_5XX=0
 	assert_eq "$cause: GET still answers" "10" "$(rcli get f:a)"
 	assert_eq "$cause: TALLY.COUNT still answers" "(integer) 5" "$(rcn tally.count article like 1)"

@@ -262,6 +262,8 @@ hdr=$(curl -s -i -X DELETE "http://127.0.0.1:$T_HTTP/healthz" -H "Authorization:
 assert_contains "a 405 names the methods the path takes" "$hdr" "Allow: GET, HEAD"
 hdr=$(curl -s -i -X GET "http://127.0.0.1:$T_HTTP/v1/events" -H "Authorization: Bearer ${T_PASS:-none}" | tr -d '\r')
 assert_contains "... POST for /v1/events" "$hdr" "Allow: POST"
+hdr=$(curl -s -i -X DELETE "http://127.0.0.1:$T_HTTP/v1/counters/a/incr" -H "Authorization: Bearer ${T_PASS:-none}" | tr -d '\r')
+assert_contains "... GET, HEAD and POST where a counter named x/incr meets POST x/incr" "$hdr" "Allow: GET, HEAD, POST"
 head_out=$(curl -s -I "http://127.0.0.1:$T_HTTP/healthz" | tr -d '\r')
 assert_match "HEAD /healthz: 200 with the GET's length, no body" \
 	'^HTTP/1.1 200 OK.*Content-Length: 15' "$(paste -sd' ' <<<"$head_out")"
