@@ -3649,6 +3649,26 @@ static void raw_close(raw_db *d)
 	rocksdb_options_destroy(d->o);
 }
 
+/* The object of the first log entry of an open raw folder: the ids of
+ * the one object tally wrote there. */
+static void raw_first_log_obj(raw_db *d, key_obj *obj)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(d->db, ro,
+	                                                    d->h[CF_LOG]);
+	const char *key;
+	size_t klen;
+	uint64_t s0;
+
+	rocksdb_iter_seek_to_first(it);
+	assert_true(rocksdb_iter_valid(it));
+	key = rocksdb_iter_key(it, &klen);
+	assert_int_equal(key_log_decode((const uint8_t *)key, klen, obj, &s0),
+	                 0);
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+}
+
 /* Format 4 chunks (times whole or as differences, no mark), as builds
  * before the clock wrote them, put into a closed folder with RocksDB's
  * own API: an object's log of three events and a member's history of
@@ -3656,29 +3676,19 @@ static void raw_close(raw_db *d)
 #define OLD_SEQ 500000
 static void raw_put_format4_chunks(const char *dir, const int64_t *at)
 {
-	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
 	char *err = NULL;
-	size_t klen;
 	raw_db d;
 	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
 	uint64_t seq[3] = { OLD_SEQ + 2, OLD_SEQ + 1, OLD_SEQ };
 	val_log lv[3];
 	val_hist hv[2];
 	key_obj obj;
-	uint64_t s0;
 
 	raw_open(&d, dir);
 	assert_string_equal(d.names[CF_LOG], "log");
 	/* The ids of the one object tally wrote (article/view 1). */
-	rocksdb_iterator_t *it = rocksdb_create_iterator_cf(d.db, ro,
-	                                                    d.h[CF_LOG]);
-	rocksdb_iter_seek_to_first(it);
-	assert_true(rocksdb_iter_valid(it));
-	const char *key = rocksdb_iter_key(it, &klen);
-	assert_int_equal(key_log_decode((const uint8_t *)key, klen, &obj, &s0),
-	                 0);
-	rocksdb_iter_destroy(it);
+	raw_first_log_obj(&d, &obj);
 	obj.content = 77;
 	for (int i = 0; i < 3; i++)
 		lv[i] = (val_log){ 4242 + (uint64_t)i, at[i], 1, 3 - i };
@@ -3696,7 +3706,6 @@ static void raw_put_format4_chunks(const char *dir, const int64_t *at)
 	assert_null(err);
 	raw_close(&d);
 	rocksdb_writeoptions_destroy(wo);
-	rocksdb_readoptions_destroy(ro);
 }
 
 /* A folder written before the clock (format 4) reads its chunks as they
@@ -3748,6 +3757,123 @@ static void test_format4_chunks_read_after_upgrade(void **state)
 		CHECK_I64(raw_format(f->db, -1), ROCKS_FORMAT);
 	}
 	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+}
+
+/* Chunks that hold the same events, as a compaction that wrote a running
+ * checkpoint's events apart from the newer ones leaves beside the
+ * replay's chunks when the process dies before that checkpoint lands:
+ * keyed at the 1st, 3rd and 5th of six events, holding 1-4, 3-6 and 5-6
+ * (the log) or 1-3 and 2-3 (a member's history). */
+#define DUP_SEQ 600000
+static void raw_put_overlapping_chunks(const char *dir, key_obj *obj)
+{
+	static const size_t from[3] = { 0, 2, 4 }, to[3] = { 4, 6, 6 };
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	char *err = NULL;
+	raw_db d;
+	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
+	uint64_t seq[6];
+	val_log lv[6];
+	val_hist hv[3];
+
+	raw_open(&d, dir);
+	raw_first_log_obj(&d, obj);
+	obj->content = 78;
+	for (size_t c = 0; c < 3; c++) {
+		size_t n = to[c] - from[c];
+
+		/* Newest first: seq DUP_SEQ + to - 1 down to DUP_SEQ + from. */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t e = to[c] - 1 - i; /* event 0..5 */
+
+			seq[i] = DUP_SEQ + e;
+			lv[i] = (val_log){ 5000 + e, INT64_C(1700000000000) +
+			                   (int64_t)e, 1, (int64_t)e + 1 };
+		}
+		key_log_encode(k, obj, seq[n - 1]);
+		size_t vlen = val_log_chunk_encode(v, seq, lv, n, NULL);
+		rocksdb_put_cf(d.db, wo, d.h[CF_LOG], (const char *)k,
+		               KEY_LOG_LEN, (const char *)v, vlen, &err);
+		assert_null(err);
+	}
+	for (size_t c = 0; c < 2; c++) {
+		size_t n = 3 - c;
+
+		for (size_t i = 0; i < n; i++) {
+			uint64_t e = 2 - i;
+
+			seq[i] = DUP_SEQ + e;
+			hv[i] = (val_hist){ obj->ctype, 90 + e,
+			                    INT64_C(1700000000000) + (int64_t)e,
+			                    1 };
+		}
+		key_hist_encode(k, 4545, obj->ktype, seq[n - 1]);
+		size_t vlen = val_hist_chunk_encode(v, seq, hv, n, NULL);
+		rocksdb_put_cf(d.db, wo, d.h[CF_HIST], (const char *)k,
+		               KEY_HIST_LEN, (const char *)v, vlen, &err);
+		assert_null(err);
+	}
+	raw_close(&d);
+	rocksdb_writeoptions_destroy(wo);
+}
+
+typedef struct dup_scan {
+	uint64_t seq[16];
+	size_t n;
+} dup_scan;
+
+static int dup_scan_fn(void *arg, const tally_event_rec *ev)
+{
+	dup_scan *d = arg;
+
+	if (ev->content == 78 && d->n < 16)
+		d->seq[d->n++] = ev->seq;
+	return 0;
+}
+
+/* RECENT, HISTORY (whole and paged) and the event scan list each event
+ * of overlapping chunks once, in order. */
+static void test_overlapping_chunks_list_each_event_once(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "view", 1, 1);
+	tally_entry e[10];
+	tally_history_entry hh[10];
+	dup_scan sc = { .n = 0 };
+	key_obj obj;
+	uint64_t before = 0;
+	size_t got, total = 0;
+
+	add_ok(f->t, &ev);
+	tally_closep(&f->t);
+	raw_put_overlapping_chunks(f->db, &obj);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	CHECK_OK(tally_recent(f->t, "article", "view", 78, 10, 0, e, &got));
+	CHECK_U64(got, 6);
+	for (size_t i = 0; i < got; i++) {
+		CHECK_U64(e[i].seq, DUP_SEQ + 5 - i);
+		CHECK_U64(e[i].member, 5000 + 5 - i);
+	}
+	/* Pages of 2, each BEFORE the last seq of the page before. */
+	do {
+		CHECK_OK(tally_recent(f->t, "article", "view", 78, 2, before,
+		                      e, &got));
+		for (size_t i = 0; i < got; i++)
+			CHECK_U64(e[i].seq, DUP_SEQ + 5 - total - i);
+		total += got;
+		before = got > 0 ? e[got - 1].seq : 0;
+	} while (got == 2);
+	CHECK_U64(total, 6);
+	CHECK_OK(tally_history(f->t, 4545, "view", 10, 0, hh, &got));
+	CHECK_U64(got, 3);
+	for (size_t i = 0; i < got; i++) {
+		CHECK_U64(hh[i].seq, DUP_SEQ + 2 - i);
+		CHECK_U64(hh[i].content, 90 + 2 - i);
+	}
+	CHECK_OK(tally_events_scan(f->t, dup_scan_fn, &sc));
+	CHECK_U64(sc.n, 6);
+	for (size_t i = 0; i < sc.n; i++)
+		CHECK_U64(sc.seq[i], DUP_SEQ + i);
 }
 
 /* Makes a closed folder look written before the clock at seq: format 4,
@@ -4232,6 +4358,7 @@ int main(void)
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_format4_chunks_read_after_upgrade),
+	    T(test_overlapping_chunks_list_each_event_once),
 	    T(test_clock_after_upgrade_mid_block),
 	    T(test_clock_times_read_back),
 	    T(test_counts_returns_every_type),
