@@ -450,6 +450,15 @@ static import_group *group_take(import_run *run)
 	return g;
 }
 
+/* Give back a group taken but not queued. */
+static void group_drop(import_run *run, import_group *g)
+{
+	pthread_mutex_lock(&run->lock);
+	run->free_ids[run->nfree++] = (uint32_t)(g - run->groups);
+	pthread_cond_signal(&run->freed);
+	pthread_mutex_unlock(&run->lock);
+}
+
 /* Wait until every group in flight has completed. */
 static void run_drain(import_run *run)
 {
@@ -496,9 +505,8 @@ static int group_send(replay_pass *rp)
 			rp->run.err = rc;
 			rp->run.err_index = g->n > 0 ? g->index[0] : g->mark;
 		}
-		rp->run.free_ids[rp->run.nfree++] =
-			(uint32_t)(g - rp->run.groups);
 		pthread_mutex_unlock(&rp->run.lock);
+		group_drop(&rp->run, g);
 		return CLI_ERR;
 	}
 	rp->writes += g->n;
@@ -596,6 +604,8 @@ static int replay_all(tally *t, const char *dir, const char *ctype,
 	/* The last group, or the mark alone after trailing no-ops. */
 	if (rc == CLI_OK && (rp->cur != NULL || rp->next > rp->marked))
 		rc = group_send(rp);
+	if (rp->cur != NULL) /* a pass stopped early: its group is not sent */
+		group_drop(&rp->run, rp->cur);
 	run_drain(&rp->run);
 	out_progress_done(&rp->prog, done);
 	if (replay_report_err(rp, dir) != CLI_OK)
