@@ -540,6 +540,12 @@ static void cmd_get(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 
 static void cmd_mget(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
+	/* A failed read answers the command with its error, as GET does,
+	 * never nil for a key that may hold a value: what the chunks before
+	 * it put in the reply is taken back. */
+	size_t mark = c->out->len;
+	int overflow = c->out->overflow;
+
 	reply_array(c->out, argc - 1);
 	for (size_t at = 1; at < argc; at += MGET_CHUNK) {
 		size_t end = argc - at < MGET_CHUNK ? argc : at + MGET_CHUNK;
@@ -558,11 +564,17 @@ static void cmd_mget(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 			}
 		if (k > 0)
 			rc = tally_mget(c->s->t, keys, klens, k, vals, found);
+		if (rc != TALLY_OK) {
+			c->out->len = mark;
+			c->out->overflow = overflow;
+			cmd_reply_tally_error(c->out, rc);
+			return;
+		}
 		k = 0;
 		for (size_t i = at; i < end; i++) {
 			if (lens[i] == 0 || lens[i] > TALLY_KEY_MAX)
 				reply_nil(c->out);
-			else if (rc == TALLY_OK && found[k++])
+			else if (found[k++])
 				reply_value(c->out, vals[k - 1]);
 			else
 				reply_nil(c->out);
@@ -574,10 +586,20 @@ static void cmd_exists(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
 	int64_t n = 0, v;
 
-	for (size_t i = 1; i < argc; i++)
-		if (lens[i] > 0 && lens[i] <= TALLY_KEY_MAX &&
-		    tally_get(c->s->t, argv[i], lens[i], &v) == TALLY_OK)
+	for (size_t i = 1; i < argc; i++) {
+		int rc;
+
+		if (lens[i] == 0 || lens[i] > TALLY_KEY_MAX)
+			continue;
+		rc = tally_get(c->s->t, argv[i], lens[i], &v);
+		if (rc == TALLY_OK) {
 			n++;
+		} else if (rc != TALLY_ENOTFOUND) {
+			/* Not "absent": the key may hold a value. */
+			cmd_reply_tally_error(c->out, rc);
+			return;
+		}
+	}
 	reply_int(c->out, n);
 }
 
@@ -1192,11 +1214,18 @@ int cmd_is_write(const char *name, size_t len)
 }
 
 /* Every argument of a CMD_TEXT command is free of NUL bytes, except an
- * idempotency token (the value after ID), which may be any bytes. */
-static int text_args_ok(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+ * idempotency token (the value of TALLY.ADD's or TALLY.REMOVE's ID
+ * option), which may be any bytes. Their options come in name-value
+ * pairs from argument 5 on; only a name there is taken as ID, never an
+ * argument before (a content type may be called "id"). */
+static int text_args_ok(const cmd_def *d, cmd_ctx *c, size_t argc,
+                        char **argv, size_t *lens)
 {
+	int event = d->fn == cmd_tadd || d->fn == cmd_tremove;
+
 	for (size_t i = 1; i < argc; i++) {
-		if (i > 1 && arg_is(argv[i - 1], lens[i - 1], "id"))
+		if (event && i >= 6 && (i - 6) % 2 == 0 &&
+		    arg_is(argv[i - 1], lens[i - 1], "id"))
 			continue;
 		if (memchr(argv[i], '\0', lens[i]) != NULL) {
 			reply_errorf(c->out, "ERR argument %zu contains a NUL "
@@ -1247,7 +1276,7 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		             "command", d->name);
 		return;
 	}
-	if ((d->flags & CMD_TEXT) && !text_args_ok(c, argc, argv, lens))
+	if ((d->flags & CMD_TEXT) && !text_args_ok(d, c, argc, argv, lens))
 		return;
 	d->fn(c, argc, argv, lens);
 }

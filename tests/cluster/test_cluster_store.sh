@@ -305,4 +305,18 @@ assert_int_cmp "increments landed on more than one shard" "$used" -gt 1
 
 section "what this store refuses"
 assert_contains "TALLY.BACKUP" "$(rcli tally.backup "$TMP/bk")" "not supported"
+
+section "a read that fails answers an error, never nil or 0"
+# The last section: every node killed. MGET and EXISTS of a counter
+# that held 5 fail (as GET does); none says the counter is missing.
+rcli set mg:a 5 >/dev/null
+assert_eq "MGET while the nodes run" "5" "$(rcli mget mg:a mg:none | head -n 1)"
+assert_eq "EXISTS while the nodes run" "1" "$(rcli exists mg:a mg:none)"
+for p in "${CL_PORTS[@]}"; do
+	_kill_pid "${CL_PID[$p]}"
+	unset "CL_PID[$p]"
+	echo "$p" >>"$TMP/cl_dead"
+done
+assert_contains "MGET once no node runs" "$(rcli mget mg:a mg:none)" "ERR"
+assert_contains "EXISTS once no node runs" "$(rcli exists mg:a)" "ERR"
 finish

@@ -444,6 +444,16 @@ assert_match "a queued write's error comes in order" \
 assert_eq "/metrics counts every error reply, answered at once or queued" \
 	"$((${errs0:-0} + 12))" "$(metric tally_command_errors_total)"
 
+section "NUL bytes: refused in names and numbers, taken in an ID token"
+# A content type may be called "id": the argument after it is the counting
+# type, checked like any other, not an ID token.
+raw=$(raw_resp "$T_RESP" '*5\r\n$9\r\nTALLY.ADD\r\n$2\r\nid\r\n$9\r\nlike\x00junk\r\n$1\r\n1\r\n$1\r\n2\r\n*7\r\n$9\r\nTALLY.ADD\r\n$2\r\nid\r\n$4\r\nlike\r\n$1\r\n1\r\n$1\r\n3\r\n$2\r\nID\r\n$3\r\na\x00b\r\n*1\r\n$4\r\nQUIT\r\n')
+assert_match "a NUL in the counting type after a content type named id" \
+	'^-ERR argument 2 contains a NUL byte' "$raw"
+assert_contains "... while an ID token may hold one" "$raw" ':1\r\n+OK'
+assert_eq "... and only the second was counted" "(integer) 1" \
+	"$(rcn tally.count id like 1)"
+
 section "RESP3"
 hello=$(timeout 10 redis-cli -3 --no-raw -p "$T_RESP" hello 3 2>&1 || true)
 assert_contains "HELLO 3 is a map (redis-cli -3)" "$hello" '1# "server" => "tally"'
