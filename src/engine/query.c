@@ -32,6 +32,17 @@ static int key_check(const void *key, size_t len)
 	return len == 0 || len > TALLY_KEY_MAX ? TALLY_EKEYSIZE : TALLY_OK;
 }
 
+/* A stored value plus the adds still in its striped cells. A sum past
+ * int64 (a tally_set() near the limit racing adds that were taken
+ * before it) leaves the value alone: the fold drops those adds and
+ * counts them (tally_stats.fold_overflows). */
+static int64_t with_cells(int64_t v, int64_t cells)
+{
+	int64_t sum;
+
+	return __builtin_add_overflow(v, cells, &sum) ? v : sum;
+}
+
 static int get_one(tally *t, const void *key, size_t len, int64_t *out)
 {
 	int rc;
@@ -55,7 +66,7 @@ static int get_one(tally *t, const void *key, size_t len, int64_t *out)
 
 		/* Adds folded nowhere yet still make the counter exist. */
 		if (cells != 0 || rc == TALLY_OK) {
-			*out += cells;
+			*out = with_cells(*out, cells);
 			rc = TALLY_OK;
 		}
 	}
@@ -96,7 +107,7 @@ static int mget_batched(tally *t, const void *const *keys,
 		int64_t cells = stripes_sum(t, keys[i], lens[i]);
 
 		/* Adds folded nowhere yet still make the counter exist. */
-		values[i] += cells;
+		values[i] = with_cells(values[i], cells);
 		if (found != NULL && cells != 0)
 			found[i] = 1;
 	}
