@@ -27,7 +27,7 @@ esac
 PKGS="build-essential cmake pkg-config
 librocksdb-dev libuv1-dev libhttp-parser-dev libjansson-dev libhiredis-dev
 libxxhash-dev libcmocka-dev libssl-dev
-redis-server redis-tools curl python3"
+redis-server redis-tools curl python3 strace"
 if [ "$BENCH" -eq 1 ]; then
 	PKGS="$PKGS postgresql-15 gnuplot-nox wrk"
 fi

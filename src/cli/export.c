@@ -4,7 +4,9 @@
  * attribute the event to someone else. Output goes to temporary names and
  * is renamed when complete, so a file named OUT is always whole. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,31 @@ static int close_synced(FILE *f)
 	return fclose(f) == 0 ? 0 : -1;
 }
 
+/* fsync the folder holding path, so that its renames last. 0 or -1. */
+static int dir_sync(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd, rc;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else if ((size_t)(slash - path) < sizeof dir)
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	else {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
 static int export_paths_make(const char *out, export_paths *p)
 {
 	int n1 = snprintf(p->out, sizeof p->out, "%s", out);
@@ -184,6 +211,11 @@ static int export_files(tally *t, const char *dir, export_run *x,
 	                     rename(p->part, p->out) != 0)) {
 		fprintf(stderr, "tally: cannot rename into %s: %s\n", p->out,
 		        strerror(errno));
+		rc = CLI_ERR;
+	}
+	if (rc == CLI_OK && dir_sync(p->out) != 0) {
+		fprintf(stderr, "tally: cannot sync the folder of %s: %s\n",
+		        p->out, strerror(errno));
 		rc = CLI_ERR;
 	}
 	if (rc != CLI_OK) {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "out.h"
@@ -27,7 +28,9 @@ int typesfile_write(const char *path, const tally_type_info *t, size_t n)
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%u %s %s\n", (unsigned)t[i].id, t[i].name,
 		        typesfile_mode_name(t[i].mode));
-	ok = fflush(f) == 0 && !ferror(f);
+	/* Synced like the records file it goes with: renamed into place,
+	 * it must not come back empty after a crash. */
+	ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
 	if (fclose(f) != 0)
 		ok = 0;
 	return ok ? 0 : -1;

@@ -186,6 +186,33 @@ t_export_round_trip() {
 	python3 rec.py same events.rec e1.rec --skip-noops
 }
 
+# An export's two files are fsynced before their renames, and the folder
+# after them (strace): a crash never leaves an empty OUT.types renamed in.
+t_export_synced() {
+	strace -f -y -o trace.txt -e trace=fsync,rename \
+		"$TALLY" export --data d1 --ctype article synced.rec >/dev/null
+	python3 - <<'PY'
+import os, re
+synced, renamed, dirsync = set(), [], False
+for line in open("trace.txt"):
+    if "= -1" in line:
+        continue
+    m = re.search(r'fsync\(\d+<([^>]+)>', line)
+    if m:
+        path = m.group(1)
+        if renamed and path == os.getcwd():
+            dirsync = True
+        synced.add(os.path.basename(path))
+        continue
+    m = re.search(r'rename\("(synced[^"]+)", "([^"]+)"', line)
+    if m:
+        assert m.group(1) in synced, (m.group(1), "renamed unsynced")
+        renamed.append(m.group(2))
+assert renamed == ["synced.rec.types", "synced.rec"], renamed
+assert dirsync, "the folder is not synced after the renames"
+PY
+}
+
 t_export_import_export_identical() {
 	run_status 0 "$TALLY" import --data d2 --ctype article e1.rec
 	grep -q '0 no-ops' out.txt
@@ -409,6 +436,7 @@ check "unreachable server exits 3 naming host:port" t_unreachable_server
 check "import of hand-made records" t_import
 check "export gives back every object's events" t_export_round_trip
 check "export, import, export is byte-identical" t_export_import_export_identical
+check "an export's files and folder are synced" t_export_synced
 check "stats counts events, objects and types" t_stats
 check "export --ctype keeps one content type" t_export_ctype_filter
 check "re-import: the same file writes nothing, another reports differences" t_reimport
