@@ -514,12 +514,14 @@ static size_t batch_take(tally *t, uint64_t until)
 static void batch_complete(tally *t, size_t n, int batch_err)
 {
 	size_t cap = t->opt.queue_ops_max;
+	int lost_ctype = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		eng_op *e = t->batch_src[i];
 		const store_op *op = &t->batch[i];
 		int err = batch_err ? batch_err : op->err;
 
+		lost_ctype |= op->kind == STORE_OP_CTYPE && err != TALLY_OK;
 		atomic_fetch_add(err ? &t->st_write_errors : &t->st_writes, 1);
 		e->cb(e->arg, err, err ? 0 : op->result);
 		free(e->heap);
@@ -531,6 +533,14 @@ static void batch_complete(tally *t, size_t n, int batch_err)
 	t->busy = 0;
 	if (store_failure(batch_err))
 		fail_mark_locked(t, batch_err);
+	else if (lost_ctype)
+		/* A content type is published when its record is queued
+		 * (schema_ctype_ensure()); a record that failed, for a reason
+		 * that fails no store (another op's corrupt value, out of
+		 * memory), would leave its id in use with no name on disk,
+		 * for the next open to give to another name. Failing the
+		 * store makes the recovery reload the types from disk. */
+		fail_mark_locked(t, TALLY_EIO);
 	pthread_cond_broadcast(&t->not_full);
 	pthread_mutex_unlock(&t->qlock);
 }

@@ -221,8 +221,8 @@ int schema_ctype(tally *t, const char *name, uint16_t *id)
 
 static void ctype_persisted(void *arg, int err, int64_t result)
 {
-	/* Nothing to do: a failure here fails the store, and with it every
-	 * write that names the content type. */
+	/* Nothing to do: a failure here fails the store (batch_complete()),
+	 * whose recovery reloads the content types from disk. */
 	(void)arg, (void)err, (void)result;
 }
 

@@ -3876,6 +3876,84 @@ static void test_overlapping_chunks_list_each_event_once(void **state)
 		CHECK_U64(sc.seq[i], DUP_SEQ + i);
 }
 
+/* Results of a group's writes, in order (callbacks run in order). */
+typedef struct group_res {
+	int err[4];
+	size_t n;
+} group_res;
+
+static void group_res_cb(void *arg, int err, int64_t result)
+{
+	group_res *g = arg;
+
+	(void)result;
+	if (g->n < 4)
+		g->err[g->n++] = err;
+}
+
+/* A new content type whose record fails with its batch (here another
+ * write of the batch reads a corrupt stored value, which fails no store)
+ * must not keep its id with no name on disk: the store is failed, its
+ * recovery reloads the types, and a retry registers the name again.
+ * Before, the retry wrote events under the unnamed id, and the next open
+ * gave that id, events and all, to the next new name. */
+static void test_content_type_record_failed_with_its_batch(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = { .flags = TALLY_OPEN_CALLER_COMMITS };
+	tally_event post = ev_of("post", "like", 1, 1);
+	tally_event video = ev_of("video", "like", 1, 2);
+	static const uint8_t bad[11] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	                                 0xff, 0xff, 0xff, 0xff, 0xff };
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	tally_write ws[2] = { write_incrby("k", 1, 1) };
+	group_res g = { .n = 0 };
+	char *err = NULL;
+	raw_db d;
+	int rc = TALLY_EIO;
+
+	tally_event first = ev_of("article", "like", 1, 1);
+
+	add_ok(f->t, &first);
+	tally_closep(&f->t);
+	raw_open(&d, f->db);
+	rocksdb_put_cf(d.db, wo, d.h[CF_NAMED], "k", 1, (const char *)bad,
+	               sizeof bad, &err);
+	assert_null(err);
+	raw_close(&d);
+	rocksdb_writeoptions_destroy(wo);
+	fx_reopen_with(f, &o);
+	{
+		int64_t v;
+
+		CHECK_RC(tally_get(f->t, "k", 1, &v), TALLY_ECORRUPT);
+	}
+	/* The add queues "post"'s record, then the group: one batch. */
+	ws[1].kind = TALLY_W_ADD;
+	ws[1].event = post;
+	CHECK_OK(tally_write_group_async(f->t, ws, 2, group_res_cb, &g));
+	CHECK_OK(tally_commit(f->t));
+	CHECK_U64(g.n, 2);
+	CHECK_RC(g.err[0], TALLY_ECORRUPT);
+	CHECK_RC(g.err[1], TALLY_ECORRUPT);
+	/* Refused until the recovery (a second or so), then counted. */
+	for (int i = 0; i < 100 && rc != TALLY_OK; i++) {
+		int64_t c;
+
+		rc = tally_add(f->t, &post, &c);
+		if (rc != TALLY_OK)
+			nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+	}
+	CHECK_OK(rc);
+	fx_reopen(f);
+	CHECK_I64(add_ok(f->t, &video), 1);
+	CHECK_I64(count_of(f->t, "post", "like", 1), 1);
+	CHECK_I64(count_of(f->t, "video", "like", 1), 1);
+	fx_reopen(f);
+	CHECK_I64(count_of(f->t, "post", "like", 1), 1);
+	CHECK_I64(count_of(f->t, "video", "like", 1), 1);
+}
+
 /* Makes a closed folder look written before the clock at seq: format 4,
  * the last seq `seq`, no samples in META. */
 static void raw_as_format4_at(const char *dir, uint64_t seq)
@@ -4359,6 +4437,7 @@ int main(void)
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_format4_chunks_read_after_upgrade),
 	    T(test_overlapping_chunks_list_each_event_once),
+	    T(test_content_type_record_failed_with_its_batch),
 	    T(test_clock_after_upgrade_mid_block),
 	    T(test_clock_times_read_back),
 	    T(test_counts_returns_every_type),
