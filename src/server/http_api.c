@@ -688,15 +688,22 @@ static void h_counter_incr(api_ctx *x)
 /* ---- events ------------------------------------------------------------- */
 
 /* The counting types, for checking a whole batch before queuing any of it;
- * NULL (and *n 0) when out of memory. */
-static tally_type_info *types_load(tally *t, size_t *n)
+ * NULL (and *n 0) on failure, with *err the engine's error (TALLY_ENOMEM
+ * when out of memory). */
+static tally_type_info *types_load(tally *t, size_t *n, int *err)
 {
 	size_t total = 0;
+	tally_type_info *ty;
+
 	*n = 0;
-	if (tally_types(t, NULL, 0, &total) != TALLY_OK || total == 0)
+	*err = tally_types(t, NULL, 0, &total);
+	if (*err == TALLY_OK && total == 0)
+		*err = TALLY_ENOTYPE; /* built-in types are always there */
+	if (*err != TALLY_OK)
 		return NULL;
-	tally_type_info *ty = calloc(total, sizeof *ty);
-	if (ty == NULL || tally_types(t, ty, total, n) != TALLY_OK) {
+	ty = calloc(total, sizeof *ty);
+	*err = ty == NULL ? TALLY_ENOMEM : tally_types(t, ty, total, n);
+	if (*err != TALLY_OK) {
 		free(ty);
 		return NULL;
 	}
@@ -799,9 +806,13 @@ static int events_load(api_ctx *x, json_t *doc, tally_write *ws, size_t *n)
 	size_t nty;
 	int arr = json_is_array(doc);
 	*n = arr ? json_array_size(doc) : 1;
-	tally_type_info *ty = types_load(x->api->t, &nty);
+	int err;
+	tally_type_info *ty = types_load(x->api->t, &nty, &err);
 	if (ty == NULL) {
-		reply_oom(x->rs);
+		if (err == TALLY_ENOMEM)
+			reply_oom(x->rs);
+		else
+			reply_engine(x->rs, err, NULL);
 		return -1;
 	}
 	for (size_t i = 0; i < *n; i++) {
