@@ -386,14 +386,6 @@ static int log_entry_at(const scan *sc, chunk *ck)
 	                        vlen, &sc->clk, &o, ck->seq, ck->log, &ck->n);
 }
 
-/* Readers of the log and history tables list an event only if its seq is
- * below the last one they listed (newest first) or above it (the event
- * scan, oldest first): two chunks can hold the same event when a
- * compaction wrote a running checkpoint's events apart from the newer
- * ones and the process died before that checkpoint landed; the replay
- * then chunks the two together, keyed apart from the compaction's
- * (docs/RELIABILITY.md). */
-
 /* Seek target for "seq < before": seqs are stored inverted, so the first
  * key at or after ~(before - 1) is the newest entry whose oldest event is
  * older than before (a chunk may hold newer ones too: readers skip
@@ -526,12 +518,8 @@ int rocks_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 		for (size_t i = 0; i < ck.n && *n < limit; i++) {
 			const val_log *lv = &ck.log[i];
 
-			if (bound != 0 && ck.seq[i] >= bound)
-				continue;
-			/* Seqs only fall from here: an event that two
-			 * chunks hold is listed once (above). */
-			bound = ck.seq[i];
-			if (lv->member == 0)
+			if ((bound != 0 && ck.seq[i] >= bound) ||
+			    lv->member == 0)
 				continue;
 			out[(*n)++] = (tally_entry){ lv->member, lv->at_ms,
 			                             lv->delta, ck.seq[i] };
@@ -605,7 +593,6 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 
 			if (bound != 0 && ck.seq[i] >= bound)
 				continue;
-			bound = ck.seq[i]; /* as in rocks_recent() */
 			memset(&out[*n], 0, sizeof out[*n]);
 			out[*n].content = hv->content;
 			out[*n].at_ms = hv->at_ms;
@@ -682,7 +669,14 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 			have_last = 1;
 		}
 		/* A chunk holds its events newest first; each object's are
-		 * listed oldest first, an event two chunks hold once. */
+		 * listed oldest first, and an event only above the last one
+		 * listed. Two chunks hold the same event when a compaction
+		 * wrote a running checkpoint's events apart from the newer
+		 * ones and the process died before that checkpoint landed:
+		 * the replay chunks the two together, from the older one's
+		 * first event, so its chunks (visited first, by their oldest
+		 * event) hold every event the compaction's newer ones do
+		 * (docs/RELIABILITY.md). */
 		for (size_t i = ck.n; rc == TALLY_OK && i-- > 0;) {
 			if (ck.seq[i] <= last_seq)
 				continue;
