@@ -95,7 +95,8 @@ struct import_run {
 	int err;            /* first failed write, TALLY_OK if none */
 	uint64_t err_index;
 	uint64_t differ;    /* counts that came out other than the file's */
-	uint64_t lost;      /* records failed whose group's mark was written */
+	uint64_t lost;      /* records failed, counted in by a mark written */
+	uint64_t unmarked;  /* records failed, no mark written since */
 };
 
 typedef struct import_sum {
@@ -305,9 +306,17 @@ static int check_one(void *arg, uint64_t index,
 /* The import's identity, hashed with the records as pass 1 reads them:
  * the content type and every listed type (id, mode, name). */
 static void hash_start(XXH3_state_t *h, const char *ctype,
-                       const typesfile *types)
+                       const typesfile *types, uint64_t nrec)
 {
+	uint8_t counts[16];
+
+	/* The counts frame the parts: no two inputs hash the same bytes. */
+	for (int i = 0; i < 8; i++) {
+		counts[i] = (uint8_t)(nrec >> (8 * i));
+		counts[8 + i] = (uint8_t)((uint64_t)types->n >> (8 * i));
+	}
 	XXH3_128bits_reset(h);
+	XXH3_128bits_update(h, counts, sizeof counts);
 	XXH3_128bits_update(h, ctype, strlen(ctype) + 1);
 	for (size_t i = 0; i < types->n; i++) {
 		const tally_type_info *ti = &types->t[i];
@@ -332,7 +341,7 @@ static int check_all(import_src *s, const char *ctype, uint8_t *buf,
 		fprintf(stderr, "tally: out of memory\n");
 		return CLI_ERR;
 	}
-	hash_start(s->hash, ctype, s->types);
+	hash_start(s->hash, ctype, s->types, s->nrec);
 	out_progress_init(&c.prog, "records checked", OFFLINE_PROGRESS_EVERY,
 	                  progress);
 	rc = src_each(s, buf, check_one, &c, &done);
@@ -395,8 +404,14 @@ static void write_done(void *arg, int err, int64_t result)
 		else if (result != g->expect[i])
 			run->differ++;
 	} else { /* the mark, last of the group */
-		if (err == TALLY_OK)
-			run->lost += g->failed;
+		/* Marks count every record before them: a group that failed
+		 * whole (its mark too) is counted in by the next mark that
+		 * is written, from a group queued before the failure. */
+		run->unmarked += g->failed;
+		if (err == TALLY_OK) {
+			run->lost += run->unmarked;
+			run->unmarked = 0;
+		}
 		run->free_ids[run->nfree++] = (uint32_t)(g - run->groups);
 		pthread_cond_signal(&run->freed);
 	}
@@ -487,11 +502,21 @@ typedef struct replay_pass {
 static int group_send(replay_pass *rp)
 {
 	import_group *g = rp->cur != NULL ? rp->cur : group_take(&rp->run);
+	int failed;
 	int rc;
 
 	rp->cur = NULL;
 	if (g == NULL)
 		return CLI_ERR; /* reported after the drain */
+	/* After a failure no more marks: each would count the failed
+	 * records in. */
+	pthread_mutex_lock(&rp->run.lock);
+	failed = rp->run.err != TALLY_OK;
+	pthread_mutex_unlock(&rp->run.lock);
+	if (failed) {
+		group_drop(&rp->run, g);
+		return CLI_ERR;
+	}
 	g->mark = rp->next;
 	rp->w[g->n] = (tally_write){ .kind = TALLY_W_SET, .key = rp->s->mark,
 	                             .key_len = rp->s->mark_len,
@@ -570,9 +595,9 @@ static int replay_report_err(const replay_pass *rp, const char *dir)
 	        tally_strerror(run->err));
 	if (run->lost > 0)
 		fprintf(stderr, "tally: %" PRIu64 " records that could not be "
-		        "written are counted as imported by the mark of their "
-		        "group (%s), which was written: a rerun does not retry "
-		        "them\n", run->lost, rp->s->mark);
+		        "written are counted as imported by a mark written "
+		        "after them (%s): a rerun does not retry them\n",
+		        run->lost, rp->s->mark);
 	fprintf(stderr, "tally: the records that are in are marked: rerun "
 	        "the same import to write the rest\n");
 	return CLI_ERR;

@@ -189,7 +189,7 @@ t_export_round_trip() {
 # An export's two files are fsynced before their renames, and the folder
 # after them (strace): a crash never leaves an empty OUT.types renamed in.
 t_export_synced() {
-	strace -f -y -o trace.txt -e trace=fsync,rename \
+	strace -f -y -o trace.txt -e trace=fsync,rename,renameat,renameat2 \
 		"$TALLY" export --data d1 --ctype article synced.rec >/dev/null
 	python3 - <<'PY'
 import os, re
@@ -204,7 +204,7 @@ for line in open("trace.txt"):
             dirsync = True
         synced.add(os.path.basename(path))
         continue
-    m = re.search(r'rename\("(synced[^"]+)", "([^"]+)"', line)
+    m = re.search(r'rename(?:at2?)?\((?:[^,]+, )?"(synced[^"]+)", (?:[^,]+, )?"([^"]+)"', line)
     if m:
         assert m.group(1) in synced, (m.group(1), "renamed unsynced")
         renamed.append(m.group(2))
@@ -325,7 +325,7 @@ open("big.rec.types", "w").write("6 view total\n")'
 	# the import fails, saying so, and once the file is whole again its
 	# rerun resumes at the mark and finishes it.
 	cp big.rec big.orig
-	got=0
+	local got=0
 	"$TALLY" import --data cut --ctype article --progress big.rec \
 		>/dev/null 2>progress.txt &
 	pid=$!
@@ -333,6 +333,7 @@ open("big.rec.types", "w").write("6 view total\n")'
 		if grep -q '1000000 records imported' progress.txt; then break; fi
 		sleep 0.01
 	done
+	grep -q '1000000 records imported' progress.txt
 	truncate -s $((1900000 * 24)) big.rec
 	wait "$pid" || got=$?
 	[[ $got -eq 1 ]]
