@@ -1265,15 +1265,16 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		return;
 	}
 	stat_add(&c->st->cmd_calls[d - table], 1);
-	if (c->s->cfg.requirepass && !c->cl->authed &&
-	    !(d->flags & CMD_NOAUTH)) {
-		reply_error(c->out, "NOAUTH Authentication required.");
-		return;
-	}
+	/* Redis 7's order: the command, its arity, then the password. */
 	if ((d->arity > 0 && argc != (size_t)d->arity) ||
 	    (d->arity < 0 && argc < (size_t)-d->arity)) {
 		reply_errorf(c->out, "ERR wrong number of arguments for '%s' "
 		             "command", d->name);
+		return;
+	}
+	if (c->s->cfg.requirepass && !c->cl->authed &&
+	    !(d->flags & CMD_NOAUTH)) {
+		reply_error(c->out, "NOAUTH Authentication required.");
 		return;
 	}
 	if ((d->flags & CMD_TEXT) && !text_args_ok(d, c, argc, argv, lens))

@@ -31,6 +31,8 @@ assert_eq "TALLY.ADD before AUTH is refused" \
 	"NOAUTH Authentication required." "$(raw TALLY.ADD article like 1 7)"
 assert_eq "INCRBY before AUTH is refused" \
 	"NOAUTH Authentication required." "$(raw INCRBY k 5)"
+assert_eq "a wrong argument count before AUTH: the arity error, as Redis 7" \
+	"ERR wrong number of arguments for 'incr' command" "$(raw INCR)"
 assert_eq "the refused TALLY.ADD changed nothing" "0" \
 	"$(rcli TALLY.COUNT article like 1)"
 assert_eq "the refused INCRBY changed nothing" "" "$(rcli GET k)"
