@@ -288,18 +288,20 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 			            "NOPROTO unsupported protocol version");
 		return;
 	}
+	/* Redis's order: every option checked, then AUTH, then NOAUTH, and
+	 * only then the name set: a refused HELLO changes nothing. */
+	size_t auth_at = 0, name_at = 0;
+
 	for (; i < argc; i++) {
 		if (arg_is(argv[i], lens[i], "auth") && i + 2 < argc) {
-			if (!auth_check(c, argv[i + 1], lens[i + 1], argv[i + 2],
-			                lens[i + 2]))
-				return;
+			auth_at = i + 1;
 			i += 2;
 		} else if (arg_is(argv[i], lens[i], "setname") && i + 1 < argc) {
 			if (!name_ok(c, "Client names", "a client name",
 			             argv[i + 1], lens[i + 1],
 			             sizeof c->cl->name))
 				return;
-			memcpy(c->cl->name, argv[i + 1], lens[i + 1] + 1);
+			name_at = i + 1;
 			i++;
 		} else {
 			reply_errorf(c->out, "ERR Syntax error in HELLO option "
@@ -307,6 +309,10 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 			return;
 		}
 	}
+	if (auth_at != 0 &&
+	    !auth_check(c, argv[auth_at], lens[auth_at], argv[auth_at + 1],
+	                lens[auth_at + 1]))
+		return;
 	if (c->s->cfg.requirepass != NULL && !c->cl->authed) {
 		reply_error(c->out, "NOAUTH HELLO must be called with the "
 		            "client already authenticated, otherwise the HELLO "
@@ -315,6 +321,8 @@ static void cmd_hello(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		            "protocol version at the same time");
 		return;
 	}
+	if (name_at != 0)
+		memcpy(c->cl->name, argv[name_at], lens[name_at] + 1);
 	c->cl->proto = (int)ver;
 	c->out->proto = (int)ver;
 	hello_reply(c);

@@ -73,6 +73,12 @@ assert_eq "HELLO 3 AUTH as another user" "$WRONG" \
 	"$(raw HELLO 3 AUTH admin "$PASS_W")"
 assert_eq "HELLO AUTH authenticates the connection" "5" \
 	"$(rconn "HELLO 2 AUTH default $PASS_W" "GET k" | tail -n 1)"
+assert_eq "HELLO AUTH with a bad option after it authenticates nothing" \
+	"ERR Syntax error in HELLO option 'BOGUS'"$'\nNOAUTH Authentication required.' \
+	"$(rconn "HELLO 2 AUTH default $PASS_W BOGUS" "GET k")"
+out=$(rconn "HELLO 2 SETNAME sneaky" "AUTH $PASS_W" "CLIENT GETNAME")
+assert_contains "HELLO SETNAME before AUTH is refused" "$out" "NOAUTH HELLO"
+assert_not_contains "... and sets no name" "$out" "sneaky"
 assert_eq "redis-cli -a works" "PONG" "$(rcli PING)"
 
 section "HTTP: Authorization: Bearer"
