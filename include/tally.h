@@ -712,7 +712,8 @@ typedef struct tally_stats {
 	                               alone */
 	uint64_t striped_adds;    /**< adds taken by striped cells */
 	uint64_t fold_overflows;  /**< cell folds refused for overflow (see
-	                               tally_counter_add()) */
+	                               tally_counter_add()), or for a
+	                               stored value that is corrupt */
 	uint64_t queue_depth;     /**< writes waiting now */
 	uint64_t last_seq;        /**< newest event number */
 	uint64_t counters;        /**< named counters that exist now */

@@ -536,10 +536,10 @@ static void batch_complete(tally *t, size_t n, int batch_err)
 	else if (lost_ctype)
 		/* A content type is published when its record is queued
 		 * (schema_ctype_ensure()); a record that failed, for a reason
-		 * that fails no store (another op's corrupt value, out of
-		 * memory), would leave its id in use with no name on disk,
-		 * for the next open to give to another name. Failing the
-		 * store makes the recovery reload the types from disk. */
+		 * that fails no store (its batch out of memory), would leave
+		 * its id in use with no name on disk, for the next open to
+		 * give to another name. Failing the store makes the recovery
+		 * reload the types from disk. */
 		fail_mark_locked(t, TALLY_EIO);
 	pthread_cond_broadcast(&t->not_full);
 	pthread_mutex_unlock(&t->qlock);

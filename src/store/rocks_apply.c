@@ -278,6 +278,14 @@ static int apply_op(rocks *r, store_op *op)
 	default:
 		return TALLY_EINVAL;
 	}
+	/* A stored value that does not decode (or that RocksDB finds
+	 * corrupt) fails the writes that read it, not the batch: the others
+	 * go in, as on the redis-cluster store. val_slot() and
+	 * member_slot() read before anything changes. */
+	if (rc == TALLY_ECORRUPT) {
+		op->err = rc;
+		rc = TALLY_OK;
+	}
 	/* A write's token is stored with it; a purge's names what it deletes
 	 * (stored again here, it was never deleted: every token ever used
 	 * stayed in META). */

@@ -89,7 +89,8 @@ typedef struct store_vt {
 	const char *name;
 	/* Apply every op not marked skip, in order (a unique add sees the
 	 * earlier ops of the same batch), as one atomic unit; durable when
-	 * b->sync. Per-op errors (TALLY_EOVERFLOW) go in op->err and change
+	 * b->sync. Per-op errors (TALLY_EOVERFLOW; TALLY_ECORRUPT, a stored
+	 * value the op reads that does not decode) go in op->err and change
 	 * nothing for that op. A batch error (TALLY_EIO) means no op was
 	 * applied and the store refuses writes from then on. TALLY_ENOMEM
 	 * means nothing was written and the store serves on: a store that

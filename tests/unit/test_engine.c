@@ -3848,13 +3848,13 @@ static void group_res_cb(void *arg, int err, int64_t result)
 		g->err[g->n++] = err;
 }
 
-/* A new content type whose record fails with its batch (here another
- * write of the batch reads a corrupt stored value, which fails no store)
- * must not keep its id with no name on disk: the store is failed, its
- * recovery reloads the types, and a retry registers the name again.
- * Before, the retry wrote events under the unnamed id, and the next open
- * gave that id, events and all, to the next new name. */
-static void test_content_type_record_failed_with_its_batch(void **state)
+/* A stored value that does not decode fails the writes that read it, not
+ * their batch: a corrupt counter in the same group as the first like of
+ * a new content type fails alone; the like, and the type's record, go in,
+ * so the next open gives the next new name an id of its own. (Before, the
+ * whole batch failed, the type's id stayed published with no name on
+ * disk, and the next open gave it, events and all, to "video".) */
+static void test_corrupt_value_fails_only_its_writes(void **state)
 {
 	struct fx *f = *state;
 	tally_options o = { .flags = TALLY_OPEN_CALLER_COMMITS };
@@ -3867,7 +3867,6 @@ static void test_content_type_record_failed_with_its_batch(void **state)
 	group_res g = { .n = 0 };
 	char *err = NULL;
 	raw_db d;
-	int rc = TALLY_EIO;
 
 	tally_event first = ev_of("article", "like", 1, 1);
 
@@ -3892,16 +3891,15 @@ static void test_content_type_record_failed_with_its_batch(void **state)
 	CHECK_OK(tally_commit(f->t));
 	CHECK_U64(g.n, 2);
 	CHECK_RC(g.err[0], TALLY_ECORRUPT);
-	CHECK_RC(g.err[1], TALLY_ECORRUPT);
-	/* Refused until the recovery (a second or so), then counted. */
-	for (int i = 0; i < 100 && rc != TALLY_OK; i++) {
+	CHECK_OK(g.err[1]);
+	{
 		int64_t c;
 
-		rc = tally_add(f->t, &post, &c);
-		if (rc != TALLY_OK)
-			nanosleep(&(struct timespec){ 0, 100000000 }, NULL);
+		/* A retry counts once; the store serves on. */
+		CHECK_OK(tally_add(f->t, &post, &c));
+		CHECK_I64(c, 1);
+		CHECK_RC(tally_incrby(f->t, "k", 1, 1, &c), TALLY_ECORRUPT);
 	}
-	CHECK_OK(rc);
 	fx_reopen(f);
 	CHECK_I64(add_ok(f->t, &video), 1);
 	CHECK_I64(count_of(f->t, "post", "like", 1), 1);
@@ -4394,7 +4392,7 @@ int main(void)
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_format4_chunks_read_after_upgrade),
 	    T(test_overlapping_chunks_scanned_once),
-	    T(test_content_type_record_failed_with_its_batch),
+	    T(test_corrupt_value_fails_only_its_writes),
 	    T(test_clock_after_upgrade_mid_block),
 	    T(test_clock_times_read_back),
 	    T(test_counts_returns_every_type),
