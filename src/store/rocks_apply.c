@@ -32,9 +32,11 @@ static int64_t wrap_add(int64_t a, int64_t b)
 }
 
 /* The batch's slot for a value of cf (CF_NAMED or CF_TOTALS), loaded from
- * the cache or the store on first touch. */
+ * the cache or the store on first touch. With overwrite (SET, DEL), a
+ * stored value that is corrupt is taken as existing with value 0: the op
+ * writes over it, which is how such a counter is mended. */
 static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
-                    rocks_val **out)
+                    int overwrite, rocks_val **out)
 {
 	hmap *ov = cf == CF_NAMED ? r->ov_named : r->ov_totals;
 	hmap *cache = cf == CF_NAMED ? r->cache_named : r->cache_totals;
@@ -60,6 +62,10 @@ static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
 		} else {
 			int rc = rocks_get_i64(r, cf, key, len, &v->v);
 
+			if (rc == TALLY_ECORRUPT && overwrite) {
+				v->v = 0;
+				rc = TALLY_OK;
+			}
 			if (rc != TALLY_OK && rc != TALLY_ENOTFOUND) {
 				hmap_del(ov, key, len);
 				return rc;
@@ -96,7 +102,8 @@ static int member_slot(rocks *r, const uint8_t *key, rocks_mem **out)
 static int apply_counter(rocks *r, store_op *op)
 {
 	rocks_val *v;
-	int rc = val_slot(r, CF_NAMED, op->key, op->key_len, &v);
+	int rc = val_slot(r, CF_NAMED, op->key, op->key_len,
+	                  op->kind != STORE_OP_INCRBY, &v);
 
 	if (rc != TALLY_OK)
 		return rc;
@@ -168,7 +175,7 @@ static int apply_event(rocks *r, store_op *op)
 	assert(op->mode == TALLY_MODE_UNIQUE || op->mode == TALLY_MODE_TOTAL);
 	assert(op->delta > 0);
 	key_obj_encode(okey, &op->obj);
-	rc = val_slot(r, CF_TOTALS, okey, sizeof okey, &tv);
+	rc = val_slot(r, CF_TOTALS, okey, sizeof okey, 0, &tv);
 	if (rc != TALLY_OK)
 		return rc;
 	if (op->mode == TALLY_MODE_UNIQUE) {

@@ -3899,8 +3899,13 @@ static void test_corrupt_value_fails_only_its_writes(void **state)
 		CHECK_OK(tally_add(f->t, &post, &c));
 		CHECK_I64(c, 1);
 		CHECK_RC(tally_incrby(f->t, "k", 1, 1, &c), TALLY_ECORRUPT);
+		/* SET writes over the corrupt value: the counter is mended. */
+		CHECK_OK(tally_set(f->t, "k", 1, 5));
+		CHECK_OK(tally_incrby(f->t, "k", 1, 1, &c));
+		CHECK_I64(c, 6);
 	}
 	fx_reopen(f);
+	CHECK_I64(get_of(f->t, "k"), 6);
 	CHECK_I64(add_ok(f->t, &video), 1);
 	CHECK_I64(count_of(f->t, "post", "like", 1), 1);
 	CHECK_I64(count_of(f->t, "video", "like", 1), 1);
