@@ -317,7 +317,7 @@ static void tokens_purge(tally *t)
 		p->n = 0;
 		tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX,
 		              purge_one, p);
-		b = (store_batch){ p->ops, p->n, 0 };
+		b = (store_batch){ p->ops, p->n, 0, 0 };
 		if (p->n > 0)
 			rc = t->st->vt->apply(t->st, &b);
 		if (store_failure(rc))
@@ -561,18 +561,19 @@ static int fold(tally *t)
 {
 	size_t n = 0;
 	int rc = stripes_drain(t, &n);
-	store_batch b = { t->fold_ops, n, 0 };
+	store_batch b = { t->fold_ops, n, 0, 0 };
 
 	/* The cells let go of their adds once they are handed to the store,
 	 * whatever it answers but out of memory: a failed batch may have
 	 * been written (what reached the disk is the truth), and a fold
 	 * again would count it twice; a store out of memory wrote nothing
-	 * (store.h), so the adds stay for the next fold. A drain that failed
+	 * (store.h), nor a store that says so (a read error before its
+	 * write), so the adds stay for the next fold. A drain that failed
 	 * (out of memory) handed nothing over either. */
 	if (rc == TALLY_OK) {
 		if (n > 0)
 			rc = t->st->vt->apply(t->st, &b);
-		if (rc != TALLY_ENOMEM)
+		if (rc == TALLY_OK || (rc != TALLY_ENOMEM && !b.unwritten))
 			stripes_folded(t, n);
 	}
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
@@ -632,7 +633,7 @@ static int hist_bucket(size_t n)
 static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
-	store_batch b = { t->batch, n, !async };
+	store_batch b = { t->batch, n, !async, 0 };
 	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
 	int rc = TALLY_OK;
 

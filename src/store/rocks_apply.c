@@ -544,6 +544,7 @@ int rocks_apply(store *s, store_batch *b)
 	rocks_counters_off();
 	assert(b != NULL && (b->n == 0 || b->ops != NULL));
 	assert(hmap_count(r->ov_named) == 0 && hmap_count(r->ov_totals) == 0);
+	b->unwritten = 1;
 	if (r->failed)
 		return r->failed;
 	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++) {
@@ -559,6 +560,8 @@ int rocks_apply(store *s, store_batch *b)
 	if (rc == TALLY_OK)
 		rc = overlays_flush(r);
 	if (rc == TALLY_OK) {
+		/* From here a failure's outcome may be unknown. */
+		b->unwritten = 0;
 		rc = rocks_journal_write(r, b->sync);
 		/* A failed write's outcome is unknown (as batch_write()). Out
 		 * of memory comes before anything is written: this batch

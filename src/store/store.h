@@ -50,6 +50,9 @@ typedef struct store_batch {
 	store_op *ops;
 	size_t n;
 	int sync;            /* make durable (fsync) before returning */
+	/* out: set by apply() when it fails with nothing written (a read
+	 * error before the write, out of memory); 0 when it cannot tell */
+	int unwritten;
 } store_batch;
 
 /* Per-store counters folded into tally_stats. */
@@ -95,7 +98,8 @@ typedef struct store_vt {
 	 * applied and the store refuses writes from then on. TALLY_ENOMEM
 	 * means nothing was written and the store serves on: a store that
 	 * runs out of memory after writing some of a batch answers
-	 * TALLY_EIO (async folds keep their adds on TALLY_ENOMEM only). */
+	 * TALLY_EIO. Async folds keep their adds on TALLY_ENOMEM, and on
+	 * any error with b->unwritten set. */
 	int (*apply)(store *s, store_batch *b);
 	/* Make every applied write durable. */
 	int (*sync)(store *s);
