@@ -284,6 +284,29 @@ recs = [struct.unpack(">QQq", d[i:i + 24]) for i in range(0, len(d), 24)]
 assert [(w0 >> 41 & 1, t) for w0, _, t in recs] == [(1, 5), (0, 3), (1, 4)], recs'
 }
 
+# import_past_1m DIR: big.rec's import into DIR, in the background
+# (IMPORT_PID), once its progress has passed 1M of its 2M records.
+import_past_1m() {
+	"$TALLY" import --data "$1" --ctype article --progress big.rec \
+		>/dev/null 2>progress.txt &
+	IMPORT_PID=$!
+	for _ in $(seq 3000); do
+		if grep -q '1000000 records imported' progress.txt; then break; fi
+		sleep 0.01
+	done
+	grep -q '1000000 records imported' progress.txt
+}
+
+# resumed_as_whole DIR: big.rec's import into DIR again resumes where the
+# one before stopped, and leaves what a whole import left (want.rec).
+resumed_as_whole() {
+	run_status 0 "$TALLY" import --data "$1" --ctype article big.rec
+	grep -q 'resumed at record [1-9][0-9]*: an earlier run' out.txt
+	absent 'differ' out.txt
+	run_status 0 "$TALLY" export --data "$1" --ctype article got.rec
+	cmp want.rec got.rec
+}
+
 # An import killed half-way (kill -9, once its progress passed 1M records),
 # then run again, leaves exactly what one whole import leaves: the rerun
 # resumes at the mark the killed run's last kept group wrote. The same for
@@ -305,44 +328,23 @@ open("big.rec", "wb").write(b"".join(out))
 open("big.rec.types", "w").write("6 view total\n")'
 	run_status 0 "$TALLY" import --data whole --ctype article big.rec
 	run_status 0 "$TALLY" export --data whole --ctype article want.rec
-	"$TALLY" import --data part --ctype article --progress big.rec \
-		>/dev/null 2>progress.txt &
-	pid=$!
-	for _ in $(seq 1200); do
-		if grep -q '1000000 records imported' progress.txt; then break; fi
-		sleep 0.05
-	done
-	kill -9 "$pid"
-	wait "$pid" 2>/dev/null || true
-	grep -q '1000000 records imported' progress.txt
+	import_past_1m part
+	kill -9 "$IMPORT_PID"
+	wait "$IMPORT_PID" 2>/dev/null || true
 	absent '2000000 records imported' progress.txt
-	run_status 0 "$TALLY" import --data part --ctype article big.rec
-	grep -q 'resumed at record [1-9][0-9]*: an earlier run' out.txt
-	absent 'differ' out.txt
-	run_status 0 "$TALLY" export --data part --ctype article got.rec
-	cmp want.rec got.rec
+	resumed_as_whole part
 	# The file cut short while it is replayed (past 1M records, to 1.9M):
 	# the import fails, saying so, and once the file is whole again its
 	# rerun resumes at the mark and finishes it.
 	cp big.rec big.orig
 	local got=0
-	"$TALLY" import --data cut --ctype article --progress big.rec \
-		>/dev/null 2>progress.txt &
-	pid=$!
-	for _ in $(seq 3000); do
-		if grep -q '1000000 records imported' progress.txt; then break; fi
-		sleep 0.01
-	done
-	grep -q '1000000 records imported' progress.txt
+	import_past_1m cut
 	truncate -s $((1900000 * 24)) big.rec
-	wait "$pid" || got=$?
+	wait "$IMPORT_PID" || got=$?
 	[[ $got -eq 1 ]]
 	grep -q 'cannot read big.rec at offset 45600000 (the file shrank)' progress.txt
 	mv big.orig big.rec
-	run_status 0 "$TALLY" import --data cut --ctype article big.rec
-	grep -q 'resumed at record [1-9][0-9]*: an earlier run' out.txt
-	run_status 0 "$TALLY" export --data cut --ctype article got.rec
-	cmp want.rec got.rec
+	resumed_as_whole cut
 	rm -rf whole part cut big.rec big.rec.types want.rec got.rec
 }
 
