@@ -118,8 +118,16 @@ static int on_url(http_parser *p, const char *at, size_t len)
 {
 	http_conn *c = conn_of(p);
 	int rc = buf_append(&c->url, at, len, c->lim.header_max);
-	return rc ? fail_append(c, rc, 431, "request header fields too large")
-	          : 0;
+	return rc ? fail_append(c, rc, 414, "URI too long") : 0;
+}
+
+/* Over the header budget: 414 while the request line is still being read
+ * (RFC 9110 section 15.5.15), 431 once the header fields are. */
+static int head_too_large(http_conn *c)
+{
+	if (c->hdr_last == HDR_NONE)
+		return conn_fail(c, 414, "URI too long");
+	return conn_fail(c, 431, "request header fields too large");
 }
 
 static int on_header_field(http_parser *p, const char *at, size_t len)
@@ -305,7 +313,7 @@ static int conn_split_url(http_conn *c)
 	return 0;
 }
 
-/* The parser's own error, as a status: header overflow is 431, a callback's
+/* The parser's own error, as a status: header overflow is 414 or 431, a callback's
  * refusal keeps the status it chose, anything else is malformed. */
 static int conn_parser_error(http_conn *c)
 {
@@ -313,7 +321,7 @@ static int conn_parser_error(http_conn *c)
 	if (c->err_status != 0)
 		return -1;
 	if (e == HPE_HEADER_OVERFLOW)
-		return conn_fail(c, 431, "request header fields too large");
+		return head_too_large(c);
 	if (e == HPE_INVALID_CONTENT_LENGTH)
 		return conn_fail(c, 400, "invalid Content-Length");
 	return conn_fail(c, 400, http_errno_description(e));
@@ -342,7 +350,7 @@ static int conn_parse(http_conn *c)
 		if (e != HPE_OK && e != HPE_PAUSED)
 			return conn_parser_error(c);
 		if (!c->headers_done && c->head_bytes > c->lim.header_max)
-			return conn_fail(c, 431, "request header fields too large");
+			return head_too_large(c);
 	}
 	return c->err_status != 0 ? -1 : 0;
 }

@@ -1140,7 +1140,7 @@ int http_api_begin(const http_api *api, const http_request *rq,
 	/* HEAD is GET without the body: every GET route takes it. */
 	int head = strcmp(rq->method, "HEAD") == 0;
 	const char *method = head ? "GET" : rq->method;
-	int allow_get = 0, allow_post = 0;
+	int allow_get = 0, allow_post = 0, path_open = 1;
 
 	*pend = NULL;
 	int path_known = 0;
@@ -1149,6 +1149,7 @@ int http_api_begin(const http_api *api, const http_request *rq,
 		if (!route_match(routes[i].pattern, rq->path, x.cap, &x.ncap))
 			continue;
 		path_known = 1;
+		path_open &= routes[i].open;
 		if (strcmp(routes[i].method, "GET") == 0)
 			allow_get = 1;
 		else
@@ -1157,8 +1158,10 @@ int http_api_begin(const http_api *api, const http_request *rq,
 			hit = &routes[i];
 	}
 	/* Everything but /healthz is behind the password, unknown paths too:
-	 * they would otherwise tell which routes exist. */
-	if ((hit == NULL || !hit->open) && !auth_ok(api, rq))
+	 * they would otherwise tell which routes exist. Another method on
+	 * /healthz gets its 405 without one. */
+	int no_auth = hit != NULL ? hit->open : path_known && path_open;
+	if (!no_auth && !auth_ok(api, rq))
 		reply_msg(rs, 401, "authentication required");
 	else if (hit != NULL)
 		hit->fn(&x);

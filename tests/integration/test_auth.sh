@@ -123,6 +123,8 @@ assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
 assert_eq "unknown paths need the token too (they would tell routes)" "401" \
 	"$(code_of "$URL/v1/nothing")"
 assert_eq "/healthz needs none" "200" "$(code_of "$URL/healthz")"
+assert_eq "another method on /healthz: 405, without the token" "405" \
+	"$(code_of -XPOST "$URL/healthz")"
 assert_eq "POST /v1/events without the token: 401" "401" \
 	"$(code_of -XPOST -d '{"ctype":"article","ktype":"like","content":2,"member":9}' \
 	  "$URL/v1/events")"

@@ -285,6 +285,8 @@ resp=$(raw_resp "$T_HTTP" "GET /healthz HTTP/1.1\r\nX-Big: $hdr\r\n\r\n")
 # request, the kernel resets the connection and the answer can be lost.
 assert_match "headers over the limit: 431/400 and a close (or a reset)" \
 	'^(HTTP/1\.1 (431|400) .*)?<EOF>$' "$resp"
+resp=$(raw_resp "$T_HTTP" "GET /v1/counters/$hdr HTTP/1.1\r\nHost: x\r\n\r\n")
+assert_match "a URL over the header limit: 414 URI Too Long" '^HTTP/1\.1 414 ' "$resp"
 resp=$(raw_resp "$T_HTTP" "GET /healthz HTTP/1.0\r\n\r\n")
 assert_match "HTTP/1.0 without keep-alive: answered and closed" '^HTTP/1\.[01] 200 .*\{"status":"ok"\}<EOF>$' "$resp"
 resp=$(raw_resp "$T_HTTP" "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/counters/hits HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
