@@ -181,7 +181,7 @@ static void test_reader_chunked_body(void **state)
 	http_conn_free(c);
 }
 
-static void test_reader_header_too_large_431(void **state)
+static void test_reader_header_too_large_431_uri_414(void **state)
 {
 	(void)state;
 	http_limits lim = {.header_max = 64, .body_max = 0};
@@ -189,9 +189,12 @@ static void test_reader_header_too_large_431(void **state)
 	(void)snprintf(req, sizeof req, "GET / HTTP/1.1\r\nX-Long: %0100d\r\n\r\n",
 	               0);
 	expect_reader_error(&lim, req, 431);
-	/* A header that never ends is caught at the limit too. */
+	/* A header field that never ends is caught at the limit too... */
+	expect_reader_error(&lim, "GET / HTTP/1.1\r\nX-Long: aaaaaaaaaaaaaaaaaaaa"
+	                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 431);
+	/* ... and a request line that does: 414 URI Too Long. */
 	expect_reader_error(&lim, "GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 431);
+	                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 414);
 }
 
 static void test_reader_header_at_limit_ok(void **state)
@@ -1040,7 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_reader_byte_by_byte),
 		cmocka_unit_test(test_reader_post_body),
 		cmocka_unit_test(test_reader_chunked_body),
-		cmocka_unit_test(test_reader_header_too_large_431),
+		cmocka_unit_test(test_reader_header_too_large_431_uri_414),
 		cmocka_unit_test(test_reader_header_at_limit_ok),
 		cmocka_unit_test(test_reader_body_too_large_413),
 		cmocka_unit_test(test_reader_garbage_400),
