@@ -4,9 +4,7 @@
  * attribute the event to someone else. Output goes to temporary names and
  * is renamed when complete, so a file named OUT is always whole. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,43 +110,6 @@ static int export_visit(void *arg, const tally_event_rec *ev)
 	return 0;
 }
 
-/* Flush, sync and close the records file; 0, or -1 with errno set. */
-static int close_synced(FILE *f)
-{
-	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
-		int saved = errno;
-		fclose(f);
-		errno = saved ? saved : EIO;
-		return -1;
-	}
-	return fclose(f) == 0 ? 0 : -1;
-}
-
-/* fsync the folder holding path, so that its renames last. 0 or -1. */
-static int dir_sync(const char *path)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	int fd, rc;
-
-	if (slash == NULL)
-		snprintf(dir, sizeof dir, ".");
-	else if (slash == path)
-		snprintf(dir, sizeof dir, "/");
-	else if ((size_t)(slash - path) < sizeof dir)
-		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-	else {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 static int export_paths_make(const char *out, export_paths *p)
 {
 	int n1 = snprintf(p->out, sizeof p->out, "%s", out);
@@ -196,7 +157,7 @@ static int export_files(tally *t, const char *dir, export_run *x,
 	}
 	setvbuf(x->f, NULL, _IOFBF, EXPORT_BUF_BYTES);
 	rc = export_scan(t, dir, x, p);
-	if (close_synced(x->f) != 0 && rc == CLI_OK) {
+	if (offline_close_synced(x->f) != 0 && rc == CLI_OK) {
 		fprintf(stderr, "tally: cannot write %s: %s\n", p->part,
 		        strerror(errno));
 		rc = CLI_ERR;
@@ -213,7 +174,7 @@ static int export_files(tally *t, const char *dir, export_run *x,
 		        strerror(errno));
 		rc = CLI_ERR;
 	}
-	if (rc == CLI_OK && dir_sync(p->out) != 0) {
+	if (rc == CLI_OK && offline_dir_sync(p->out) != 0) {
 		fprintf(stderr, "tally: cannot sync the folder of %s: %s\n",
 		        p->out, strerror(errno));
 		rc = CLI_ERR;

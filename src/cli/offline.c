@@ -3,9 +3,13 @@
  * tallyd, so the message says so and names the way around it. */
 #include "offline.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int offline_data_dir(const cli_args *a, const char **dir)
 {
@@ -75,4 +79,39 @@ int offline_types(tally *t, tally_type_info **out, size_t *n)
 		*n = TALLY_TYPES_MAX;
 	*out = ti;
 	return CLI_OK;
+}
+
+int offline_close_synced(FILE *f)
+{
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+		int saved = errno;
+		fclose(f);
+		errno = saved ? saved : EIO;
+		return -1;
+	}
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+int offline_dir_sync(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd, rc;
+
+	if (slash == NULL)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else if ((size_t)(slash - path) < sizeof dir)
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	else {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
 }

@@ -5,6 +5,7 @@
 #define TALLY_CLI_OFFLINE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli.h"
 #include "tally.h"
@@ -29,5 +30,14 @@ int offline_types(tally *t, tally_type_info **out, size_t *n);
 
 /* "tally: DIR: what: strerror" for a failed engine call; returns CLI_ERR. */
 int offline_fail(const char *dir, const char *what, int err);
+
+/* Flush, fsync and close f (what it wrote must outlive a crash before it
+ * is renamed into place); 0, or -1 with errno set. f is closed either
+ * way. */
+int offline_close_synced(FILE *f);
+
+/* fsync the folder holding path, so that a rename into it lasts; 0, or
+ * -1 with errno set. */
+int offline_dir_sync(const char *path);
 
 #endif

@@ -6,9 +6,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "offline.h"
 #include "out.h"
 
 const char *typesfile_mode_name(int mode)
@@ -19,7 +19,6 @@ const char *typesfile_mode_name(int mode)
 int typesfile_write(const char *path, const tally_type_info *t, size_t n)
 {
 	FILE *f = fopen(path, "w");
-	int ok;
 
 	if (f == NULL)
 		return -1;
@@ -30,10 +29,7 @@ int typesfile_write(const char *path, const tally_type_info *t, size_t n)
 		        typesfile_mode_name(t[i].mode));
 	/* Synced like the records file it goes with: renamed into place,
 	 * it must not come back empty after a crash. */
-	ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
-	if (fclose(f) != 0)
-		ok = 0;
-	return ok ? 0 : -1;
+	return offline_close_synced(f);
 }
 
 const tally_type_info *typesfile_find(const typesfile *f, uint16_t id)
