@@ -18,7 +18,9 @@ enum {
 	/* Header names are matched only against "Authorization": longer
 	 * names are kept as "too long", never as bytes. */
 	HTTP_FIELD_NAME_MAX = 32,
-	HTTP_METHOD_MAX = 16
+	HTTP_METHOD_MAX = 16,
+	/* An Expect value longer than this is not "100-continue" with spaces. */
+	HTTP_EXPECT_MAX = 32
 };
 
 /* A growable byte buffer with a hard cap; always NUL-terminated once
@@ -51,6 +53,10 @@ struct http_conn {
 	int hdr_last;                   /* HDR_* */
 	int in_auth;                    /* the current value is Authorization */
 	int has_auth;
+	int in_expect;                  /* the current value is Expect */
+	char expect[HTTP_EXPECT_MAX + 1];
+	size_t expect_len;              /* > HTTP_EXPECT_MAX: not 100-continue */
+	int continue_due;               /* a 100 Continue is owed (take once) */
 	size_t head_bytes;              /* bytes consumed before headers end */
 	int headers_done;
 	int ready;                      /* a whole request is parsed (paused) */
@@ -145,16 +151,17 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 	return 0;
 }
 
-static int field_is_auth(const http_conn *c)
+/* Header names and the Expect value compare without case (RFC 9110). */
+static int equal_nocase(const char *s, size_t len, const char *lower)
 {
-	static const char name[] = "authorization";
-	if (c->field_len != sizeof name - 1)
+	size_t n = strlen(lower);
+	if (len != n)
 		return 0;
-	for (size_t i = 0; i < sizeof name - 1; i++) {
-		char ch = c->field[i];
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
 		if (ch >= 'A' && ch <= 'Z')
 			ch = (char)(ch - 'A' + 'a');
-		if (ch != name[i])
+		if (ch != lower[i])
 			return 0;
 	}
 	return 1;
@@ -166,13 +173,23 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 	if (c->headers_done)
 		return 0;
 	if (c->hdr_last != HDR_VALUE) {
-		c->in_auth = field_is_auth(c);
+		c->in_auth = equal_nocase(c->field, c->field_len,
+		                          "authorization");
+		c->in_expect = equal_nocase(c->field, c->field_len, "expect");
+		if (c->in_expect)
+			c->expect_len = 0;
 		/* Two credentials are ambiguous: refuse rather than pick. */
 		if (c->in_auth && c->has_auth)
 			return conn_fail(c, 400, "duplicate Authorization header");
 		c->has_auth |= c->in_auth;
 	}
 	c->hdr_last = HDR_VALUE;
+	if (c->in_expect) {
+		for (size_t i = 0; i < len && c->expect_len <= HTTP_EXPECT_MAX;
+		     i++)
+			c->expect[c->expect_len++] = at[i];
+		return 0;
+	}
 	if (!c->in_auth)
 		return 0;
 	int rc = buf_append(&c->auth, at, len, c->lim.header_max);
@@ -187,6 +204,23 @@ static int on_headers_complete(http_parser *p)
 	/* Refuse a declared oversize body before reading any of it. */
 	if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->lim.body_max)
 		return conn_fail(c, 413, "request body too large");
+	/* A client that waits for "100 Continue" before its body (RFC 9110
+	 * section 10.1.1) would otherwise stall until its own timeout. Only
+	 * HTTP/1.1 asks, and only a body still to come needs it; another
+	 * expectation is ignored, which the RFC allows. */
+	int body_follows = (p->flags & F_CHUNKED) ||
+	                   ((p->flags & F_CONTENTLENGTH) &&
+	                    p->content_length > 0);
+	size_t lo = 0, hi = c->expect_len;
+	if (hi > HTTP_EXPECT_MAX)
+		hi = 0; /* too long: never 100-continue */
+	while (lo < hi && (c->expect[lo] == ' ' || c->expect[lo] == '\t'))
+		lo++;
+	while (hi > lo && (c->expect[hi - 1] == ' ' || c->expect[hi - 1] == '\t'))
+		hi--;
+	if (hi > lo && equal_nocase(c->expect + lo, hi - lo, "100-continue") &&
+	    body_follows && p->http_major == 1 && p->http_minor >= 1)
+		c->continue_due = 1;
 	return 0;
 }
 
@@ -258,6 +292,9 @@ static void conn_reset_message(http_conn *c)
 	c->field_len = 0;
 	c->hdr_last = HDR_NONE;
 	c->in_auth = c->has_auth = 0;
+	c->in_expect = 0;
+	c->expect_len = 0;
+	c->continue_due = 0;
 	c->head_bytes = 0;
 	c->headers_done = 0;
 	c->ready = c->delivered = 0;
@@ -408,6 +445,16 @@ int http_conn_next(http_conn *c, http_request *rq)
 	rq->body_len = c->body.len;
 	rq->authorization = c->has_auth ? c->auth.p : NULL;
 	rq->keep_alive = c->keep_alive;
+	return 1;
+}
+
+int http_conn_take_continue(http_conn *c)
+{
+	assert(c != NULL);
+	/* Once the body is all here the client has stopped waiting. */
+	if (!c->continue_due || c->ready || c->err_status != 0)
+		return 0;
+	c->continue_due = 0;
 	return 1;
 }
 

@@ -41,9 +41,13 @@ int http_conn_feed(http_conn *c, const char *buf, size_t len);
  * 0: more bytes needed; -1: error, sticky: answer with
  * http_conn_error() and close. */
 int http_conn_next(http_conn *c, http_request *rq);
+/* 1 once per request whose headers asked "Expect: 100-continue" and
+ * whose body has not all arrived: the caller writes an interim
+ * "HTTP/1.1 100 Continue" before any answer to that request. Else 0. */
+int http_conn_take_continue(http_conn *c);
 /* Bytes fed and not yet taken by http_conn_next(). */
 size_t http_conn_pending(const http_conn *c);
-/* Status (400, 413, 431) and message of the reader's error. */
+/* Status (400, 413, 414, 431, 503) and message of the reader's error. */
 int http_conn_error(const http_conn *c, const char **msg);
 
 /* ---- the JSON API -------------------------------------------------------- */

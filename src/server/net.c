@@ -956,8 +956,16 @@ static void http_process(conn *c)
 			http_reject(c);
 			break;
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			/* Every answer before this request is in c->out
+			 * already, so the interim one goes in order. */
+			if (http_conn_take_continue(c->hc)) {
+				static const char cont[] =
+					"HTTP/1.1 100 Continue\r\n\r\n";
+				rbuf_append(&c->out, cont, sizeof cont - 1);
+			}
 			break;
+		}
 		/* Kept for the connection's life: the writes may complete
 		 * before begin returns, so it must exist first. */
 		if (c->hslot == NULL && (c->hslot = slot_alloc(c->w)) == NULL) {

@@ -293,6 +293,25 @@ resp=$(raw_resp "$T_HTTP" "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/count
 assert_match "two pipelined requests answered in order, then closed" \
 	'^HTTP/1\.1 200 .*\{"status":"ok"\}HTTP/1\.1 200 .*"value":11\}<EOF>$' "$resp"
 
+section "Expect: 100-continue"
+# A client that waits for "100 Continue" before its body must get it: curl
+# would wait 30 s here, past its 10 s limit, if tallyd said nothing.
+got=$(curl -s --max-time 10 --expect100-timeout 30 -H 'Expect: 100-continue' \
+	-H 'Content-Type: application/json' -d '{"by":5}' "$H/v1/counters/cont/incr")
+assert_eq "curl with Expect: 100-continue is answered" '{"name":"cont","value":5}' "$got"
+# By hand: the interim answer comes before the body is sent, and the final
+# one after it.
+got=$(timeout 10 bash -c '
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 9
+	printf "POST /v1/counters/cont/incr HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 8\r\nConnection: close\r\n\r\n" >&3
+	IFS= read -r -t 5 line <&3 || { echo "no interim answer"; exit 0; }
+	IFS= read -r -t 5 blank <&3
+	printf "%s|%s|" "$line" "$blank"
+	printf "{\"by\":2}" >&3
+	cat <&3' _ "$T_HTTP" | tr -d '\r' | paste -sd'|')
+assert_match "100 Continue before the body, then the answer" \
+	'^HTTP/1\.1 100 Continue\|\|HTTP/1\.1 200 OK\|.*\{"name":"cont","value":7\}$' "$got"
+
 section "pipelined writes and reads: in order, each read sees the writes before it"
 # 100 x (incr, get), then 200 gets (past the 128 requests a connection is
 # answered before the loop turns to its other clients), then a get that

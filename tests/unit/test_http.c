@@ -181,6 +181,62 @@ static void test_reader_chunked_body(void **state)
 	http_conn_free(c);
 }
 
+/* "Expect: 100-continue" owes one interim answer while the body is
+ * still to come; not when it is all here, not for HTTP/1.0, not for an
+ * empty body or another expectation, and not twice. */
+static void test_reader_expect_continue(void **state)
+{
+	(void)state;
+	http_request rq;
+	http_conn *c = conn_fed(NULL, "POST /p HTTP/1.1\r\n"
+	                              "EXPECT:  100-Continue \r\n"
+	                              "Content-Length: 3\r\n\r\n");
+	assert_int_equal(http_conn_next(c, &rq), 0);
+	assert_int_equal(http_conn_take_continue(c), 1);
+	assert_int_equal(http_conn_take_continue(c), 0);
+	assert_int_equal(http_conn_feed(c, "abc", 3), 0);
+	assert_int_equal(http_conn_next(c, &rq), 1);
+	CHECK_STR(rq.body, "abc");
+	/* The next request asks too, chunked: owed again. */
+	static const char chunked[] = "POST /p HTTP/1.1\r\nExpect: "
+	                              "100-continue\r\nTransfer-Encoding: "
+	                              "chunked\r\n\r\n";
+	assert_int_equal(http_conn_feed(c, chunked, sizeof chunked - 1), 0);
+	assert_int_equal(http_conn_next(c, &rq), 0);
+	assert_int_equal(http_conn_take_continue(c), 1);
+	http_conn_free(c);
+
+	static const char *const none[] = {
+		/* The body came with the headers. */
+		"POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
+		"Content-Length: 2\r\n\r\nab",
+		"POST /p HTTP/1.0\r\nExpect: 100-continue\r\n"
+		"Content-Length: 2\r\n\r\n",
+		"POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
+		"Content-Length: 0\r\n\r\n",
+		"POST /p HTTP/1.1\r\nExpect: 100-continue-later\r\n"
+		"Content-Length: 2\r\n\r\n",
+		"POST /p HTTP/1.1\r\nX-Expect: 100-continue\r\n"
+		"Content-Length: 2\r\n\r\n",
+	};
+	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+		c = conn_fed(NULL, none[i]);
+		(void)http_conn_next(c, &rq);
+		assert_int_equal(http_conn_take_continue(c), 0);
+		http_conn_free(c);
+	}
+	/* A body declared too large is refused, not invited. */
+	http_limits lim = {.header_max = 0, .body_max = 4};
+	c = http_conn_create(&lim);
+	assert_non_null(c);
+	static const char big[] = "POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
+	                          "Content-Length: 5\r\n\r\n";
+	assert_int_equal(http_conn_feed(c, big, sizeof big - 1), -1);
+	assert_int_equal(http_conn_take_continue(c), 0);
+	assert_int_equal(http_conn_error(c, NULL), 413);
+	http_conn_free(c);
+}
+
 static void test_reader_header_too_large_431_uri_414(void **state)
 {
 	(void)state;
@@ -1043,6 +1099,7 @@ int main(void)
 		cmocka_unit_test(test_reader_byte_by_byte),
 		cmocka_unit_test(test_reader_post_body),
 		cmocka_unit_test(test_reader_chunked_body),
+		cmocka_unit_test(test_reader_expect_continue),
 		cmocka_unit_test(test_reader_header_too_large_431_uri_414),
 		cmocka_unit_test(test_reader_header_at_limit_ok),
 		cmocka_unit_test(test_reader_body_too_large_413),
