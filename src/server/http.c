@@ -365,16 +365,18 @@ static int conn_parser_error(http_conn *c)
 }
 
 /* Run the parser over buffered bytes until a request is whole, the bytes
- * run out, or an error. While the headers are incomplete it is given at
- * most one byte more than the header budget, so an endless header is
- * caught at header_max + 1 bytes, exactly. */
+ * run out, or an error. While the headers are incomplete it is given no
+ * more than the rest of the header budget, so a head that has not ended
+ * when the budget is spent is over it: caught at header_max + 1 bytes,
+ * exactly, and never let through by ending on the byte past it. */
 static int conn_parse(http_conn *c)
 {
 	while (!c->ready && c->err_status == 0 && c->in_off < c->in.len) {
 		size_t avail = c->in.len - c->in_off;
 		int in_head = !c->headers_done;
 		if (in_head) {
-			size_t room = c->lim.header_max - c->head_bytes + 1;
+			assert(c->head_bytes < c->lim.header_max);
+			size_t room = c->lim.header_max - c->head_bytes;
 			if (avail > room)
 				avail = room;
 		}
@@ -386,7 +388,7 @@ static int conn_parse(http_conn *c)
 		enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
 		if (e != HPE_OK && e != HPE_PAUSED)
 			return conn_parser_error(c);
-		if (!c->headers_done && c->head_bytes > c->lim.header_max)
+		if (!c->headers_done && c->head_bytes >= c->lim.header_max)
 			return head_too_large(c);
 	}
 	return c->err_status != 0 ? -1 : 0;

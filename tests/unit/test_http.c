@@ -262,6 +262,18 @@ static void test_reader_header_at_limit_ok(void **state)
 	http_conn *c = conn_fed(&lim, req);
 	assert_int_equal(http_conn_next(c, &rq), 1);
 	http_conn_free(c);
+	/* One byte over, ending on that byte: refused, fed whole or one
+	 * byte at a time. */
+	lim.header_max--;
+	expect_reader_error(&lim, req, 431);
+	c = http_conn_create(&lim);
+	assert_non_null(c);
+	int rc = 0;
+	for (size_t i = 0; req[i] != '\0' && rc == 0; i++)
+		rc = http_conn_feed(c, req + i, 1);
+	assert_int_equal(rc, -1);
+	assert_int_equal(http_conn_error(c, NULL), 431);
+	http_conn_free(c);
 }
 
 static void test_reader_body_too_large_413(void **state)
