@@ -69,7 +69,7 @@ typedef struct rocks_jfile {
 	uint64_t size[ROCKS_JF_FILES]; /* file size: zeros after end */
 	uint8_t unsynced[ROCKS_JF_FILES]; /* async writes not fdatasynced */
 	int active;
-	int paused;          /* a backup is copying the files */
+	int paused;          /* backups copying the files (a count) */
 	uint64_t cap;        /* largest file */
 	pthread_mutex_t mu;  /* the committer's writes against a backup */
 	int mu_ok;
@@ -287,7 +287,8 @@ int rocks_jfile_sync(rocks *r);
 /* A checkpoint covering every record written so far is durable: write
  * over the other file from now on. */
 void rocks_jfile_turn(rocks *r);
-/* While paused, appends return ROCKS_JF_FULL and the files hold still. */
+/* Pause (1) or resume (0), counted: while any backup holds a pause,
+ * appends return ROCKS_JF_FULL and the files hold still. */
 void rocks_jfile_pause(rocks *r, int paused);
 /* Copy both files' records into dir (paused only). */
 int rocks_jfile_copy(rocks *r, const char *dir);

@@ -446,7 +446,14 @@ void rocks_jfile_turn(rocks *r)
 void rocks_jfile_pause(rocks *r, int paused)
 {
 	pthread_mutex_lock(&r->jf.mu);
-	r->jf.paused = paused;
+	/* A count: backups may overlap, and the files hold still until the
+	 * last of them has copied them. */
+	if (paused) {
+		r->jf.paused++;
+	} else {
+		assert(r->jf.paused > 0);
+		r->jf.paused--;
+	}
 	pthread_mutex_unlock(&r->jf.mu);
 }
 

@@ -7,6 +7,7 @@
 # Then the errors (existing, unwritable, too long paths) and --backup-dir.
 source "$(dirname "$0")/lib.sh" "$@"
 need_cmd redis-cli
+need_cmd redis-benchmark
 LOAD=$BUILD_DIR/backup_load
 CLI=$BUILD_DIR/tally
 [ -x "$LOAD" ] || { fail "backup_load is built at $LOAD"; finish; }
@@ -266,6 +267,39 @@ start_tallyd "$TMP/pl/d$NPL"
 assert_eq "the last backup holds the writes before it in the pipeline, not the one after" \
 	"7" "$(rcli GET pl)"
 stop_and_check
+
+section "backups from several clients at once"
+# Each backup pauses the journal's files while it copies them: overlapping
+# backups must each hold the pause until the last is done (tallyd aborted
+# on the second one before).
+start_tallyd "$TMP/data5"
+rcli INCRBY ov 100 >/dev/null
+mkdir -p "$TMP/ov"
+redis-benchmark -p "$T_RESP" -a "$T_PASS" -c 4 -n 200000 -r 1000 -q \
+	INCR 'ov:__rand_int__' >/dev/null 2>&1 &
+BENCH_PID=$!
+BG_PIDS+=("$BENCH_PID")
+pids=()
+for ((c = 1; c <= 6; c++)); do
+	(for ((i = 1; i <= 5; i++)); do
+		rcli TALLY.BACKUP "$TMP/ov/c$c.$i"
+	done >"$TMP/ov/out.$c") &
+	pids+=("$!")
+done
+wait "${pids[@]}" || true
+ok=$(cat "$TMP/ov"/out.* | grep -c '^OK$' || true)
+assert_eq "30 overlapping backups from 6 clients all answered OK" "30" "$ok"
+[ "$ok" = 30 ] || say "     $(cat "$TMP/ov"/out.* | sort | uniq -c | head -5)"
+assert_alive "tallyd served throughout"
+kill "$BENCH_PID" 2>/dev/null || true
+wait "$BENCH_PID" 2>/dev/null || true
+stop_and_check
+for c in 1 6; do
+	start_tallyd "$TMP/ov/c$c.5"
+	assert_eq "copy c$c.5 serves the counter written before it" "100" \
+		"$(rcli GET ov)"
+	stop_and_check
+done
 
 section "tally backup offline, once tallyd is stopped"
 out=$(timeout 120 "$CLI" backup --data "$DATA" "$TMP/bk.off" 2>&1) || true
