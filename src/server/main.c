@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "server/server.h"
@@ -28,6 +29,50 @@ static void banner(const srv *s)
 	fflush(stdout);
 }
 
+/* Open files kept back from clients for the store (RocksDB's tables, the
+ * journal), the listeners, the threads' wake-ups and a backup's copies. */
+enum { FD_RESERVE = 1024 };
+
+/* Every client holds a descriptor, and so does every file of the store:
+ * clients that took the last ones would leave the store unable to open a
+ * table (writes refused) and later clients waiting, unanswered, in the
+ * listen backlog. So the soft limit on open files is raised as far as
+ * --maxclients needs (up to the hard limit), and where that is not far
+ * enough, fewer clients are served, as Redis does, and the log says so. */
+static void fit_maxclients(srv_config *cfg)
+{
+	struct rlimit rl;
+	rlim_t want = (rlim_t)cfg->maxclients + FD_RESERVE, reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		struct rlimit up = rl;
+
+		up.rlim_cur = rl.rlim_max == RLIM_INFINITY ||
+		                              rl.rlim_max >= want
+		                      ? want
+		                      : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = up.rlim_cur;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
+		return;
+	reserve = rl.rlim_cur / 2 < FD_RESERVE ? rl.rlim_cur / 2 : FD_RESERVE;
+	srv_log(cfg, LOG_WARN,
+	        "--maxclients %u needs %llu open files and this process may "
+	        "open %llu (ulimit -n, hard limit %llu): serving at most %llu "
+	        "clients, %llu files kept for the store",
+	        cfg->maxclients, (unsigned long long)want,
+	        (unsigned long long)rl.rlim_cur,
+	        (unsigned long long)rl.rlim_max,
+	        (unsigned long long)(rl.rlim_cur - reserve),
+	        (unsigned long long)reserve);
+	cfg->maxclients = rl.rlim_cur - reserve > 0
+	                          ? (uint32_t)(rl.rlim_cur - reserve)
+	                          : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static srv s;
@@ -47,6 +92,7 @@ int main(int argc, char **argv)
 		        "random numbers?)\n");
 		return 1;
 	}
+	fit_maxclients(&s.cfg);
 	/* Signals are taken by sigwait below, never by a worker thread. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);

@@ -455,6 +455,53 @@ for fd in "${fds[@]:$served}"; do exec {fd}>&-; done
 prlimit --pid "$T_PID" --nofile="$soft:"
 stop_and_check
 
+section "--maxclients fitted to the open-file limit"
+# Under a hard limit of 300 files, --maxclients 10000 would let clients take
+# the store's descriptors: tallyd serves at most 150 and says so.
+REAL_TALLYD=$TALLYD
+printf '#!/bin/sh\nexec prlimit --nofile=300:300 "%s" "$@"\n' "$REAL_TALLYD" >"$TMP/tallyd-300"
+chmod +x "$TMP/tallyd-300"
+TALLYD=$TMP/tallyd-300
+start_tallyd "$TMP/fit"
+TALLYD=$REAL_TALLYD
+assert_contains "the log says how many clients it serves" "$(cat "$T_LOG")" \
+	"--maxclients 10000 needs 11024 open files and this process may open 300"
+assert_contains "INFO shows the fitted maxclients" "$(rcli info clients)" "maxclients:150"
+fds=()
+for ((i = 0; i < 150; i++)); do
+	open_conn "$T_RESP"
+	fds+=("$FD")
+done
+send_line "${fds[149]}" PING
+assert_eq "the 150th client is served" "+PONG" "$(read_line "${fds[149]}")"
+open_conn "$T_RESP"
+sixth=$FD
+assert_eq "the 151st is refused, not left waiting" \
+	"-ERR max number of clients reached" "$(read_line "$sixth" 5)"
+exec {sixth}>&-
+send_line "${fds[0]}" "INCR fitted"
+assert_eq "with every client slot taken, writes go on" ":1" "$(read_line "${fds[0]}")"
+if ! on_cluster; then
+	send_line "${fds[1]}" "TALLY.BACKUP $TMP/fit-copy"
+	assert_eq "... and a backup" "+OK" "$(read_line "${fds[1]}" 30)"
+fi
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+stop_and_check
+# A soft limit below what --maxclients needs is raised to it.
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 2024 ]; then
+	printf '#!/bin/sh\nexec prlimit --nofile=256:%s "%s" "$@"\n' "$hard" \
+		"$REAL_TALLYD" >"$TMP/tallyd-soft"
+	chmod +x "$TMP/tallyd-soft"
+	TALLYD=$TMP/tallyd-soft
+	start_tallyd "$TMP/fit2" --maxclients 1000
+	TALLYD=$REAL_TALLYD
+	assert_eq "a low soft limit is raised to maxclients + 1024" "2024" \
+		"$(prlimit --pid "$T_PID" --nofile --output SOFT --noheadings | tr -d ' ')"
+	assert_contains "... and all of maxclients is served" "$(rcli info clients)" "maxclients:1000"
+	stop_and_check
+fi
+
 section "a client that shuts its write side gets every reply, then EOF"
 # 200 INCRs (and, with GET, a read deferred behind them), the start of a
 # command the shutdown cuts off, then shutdown(SHUT_WR): every whole command
