@@ -1,5 +1,6 @@
 /* config.c: tallyd's command-line flags, their defaults and limits, the
  * protected-mode rule, logging and the password check. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -190,6 +191,16 @@ static int config_check(const srv_config *c)
 		fprintf(stderr, "tallyd: both ports are off; nothing to serve\n");
 		return -1;
 	}
+	/* Checked here, before the store opens (and perhaps replays for
+	 * seconds): a bad address refuses the start and creates nothing. */
+	unsigned char addr[sizeof(struct in6_addr)];
+	if (strcmp(c->bind, "localhost") != 0 &&
+	    inet_pton(AF_INET, c->bind, addr) != 1 &&
+	    inet_pton(AF_INET6, c->bind, addr) != 1) {
+		fprintf(stderr, "tallyd: --bind '%s' is not an IPv4 or IPv6 "
+		        "address (or localhost)\n", c->bind);
+		return -1;
+	}
 	if (!is_loopback(c->bind) && c->requirepass == NULL) {
 		fprintf(stderr, "tallyd: refusing to listen on %s without a "
 		        "password (protected mode). Anyone who can reach this "
@@ -279,7 +290,18 @@ static int password_off_argv(srv_config *c, int argc, char **argv)
 		fprintf(stderr, "tallyd: out of memory\n");
 		return -1;
 	}
-	memset(orig, 0, strlen(orig));
+	/* Every value given, not only the one that counts: an earlier one
+	 * (a wrapper's default, overridden) may be a real password too. */
+	for (int i = 1; i < argc; i++) {
+		char *v = NULL;
+
+		if (!strcmp(argv[i], "--requirepass") && i + 1 < argc)
+			v = argv[++i];
+		else if (!strncmp(argv[i], "--requirepass=", 14))
+			v = argv[i] + 14;
+		if (v != NULL)
+			memset(v, 0, strlen(v));
+	}
 	return 0;
 }
 

@@ -161,6 +161,18 @@ assert_not_contains "the log holds no guess" "$(cat "$T_LOG")" "$GUESS"
 assert_eq "no file of the data folder holds the password" "" \
 	"$(grep -rlF -- "$PASS_W" "$DATA" || true)"
 
+section "--requirepass given twice: the last counts, both are wiped"
+SAVED_PASS=$T_PASS
+T_PASS=new-pw-77d0   # start_tallyd gives it first; the two below follow
+start_tallyd "$TMP/twice" --requirepass old-pw-1e9c --requirepass=new-pw-77d0
+assert_eq "the last value is the password" "PONG" \
+	"$(timeout 10 redis-cli -p "$T_RESP" -a new-pw-77d0 --no-auth-warning ping 2>&1)"
+cmdline=$(tr '\0' ' ' <"/proc/$T_PID/cmdline")
+assert_not_contains "the first value is wiped from /proc/PID/cmdline" "$cmdline" "old-pw-1e9c"
+assert_not_contains "... and the last" "$cmdline" "new-pw-77d0"
+stop_and_check
+T_PASS=$SAVED_PASS
+
 section "--requirepass-file"
 PWFILE=$TMP/password
 printf '%s\n' "$PASS_W" >"$PWFILE"

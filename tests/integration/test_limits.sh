@@ -100,6 +100,9 @@ assert_contains "the message mentions protected mode" "$out" "protected mode"
 assert_contains "the message mentions --requirepass" "$out" "--requirepass"
 out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0.0.0.0 --requirepass '' 2>&1) && rc=0 || rc=$?
 assert_ne "an empty --requirepass is refused" "0" "$rc"
+out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 127.0.0.300 2>&1) && rc=0 || rc=$?
+assert_eq "a --bind that is no address: exit 2" "2" "$rc"
+assert_contains "... and says so" "$out" "--bind '127.0.0.300' is not an IPv4 or IPv6 address"
 assert_ok "nothing was created by refused starts" test ! -e "$TMP/pm"
 
 # -------------------------------------------------------------------------
