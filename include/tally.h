@@ -248,7 +248,9 @@ enum tally_store {
  * @param out    receives the handle on success; set to NULL on failure.
  * @return TALLY_OK;
  *         TALLY_EINVAL (NULL path or out, an option out of range);
- *         TALLY_ENOTFOUND (no database there and TALLY_OPEN_NO_CREATE);
+ *         TALLY_ENOTFOUND (no database there and TALLY_OPEN_NO_CREATE;
+ *         or, without it, the folder's parent folder is missing: only
+ *         the last folder of path is created);
  *         TALLY_EBUSY (another handle or process has it open);
  *         TALLY_EVERSION, TALLY_ECORRUPT, TALLY_EIO, TALLY_ENOMEM.
  * The handle is released with tally_close().
@@ -312,6 +314,13 @@ TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t de
  * at the fold are dropped (not silently: tally_stats.fold_overflows counts
  * them). Counters of such magnitude should use tally_incrby().
  *
+ * Order: an exception to "writes from one thread are applied in the order
+ * that thread made them". In async mode, an add that lands in a cell is
+ * folded in ahead of a write of the same counter (TALLY_W_SET, _DEL,
+ * _INCRBY) that this thread queued with tally_write_async() before it and
+ * that has not completed yet, so a SET or DEL queued first can overwrite
+ * it. Wait for that write's callback before adding to the same counter.
+ *
  * @param delta must satisfy |delta| <= 2^32; larger adds use tally_incrby().
  * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL
  *         (t or key NULL, |delta| too large); TALLY_EKEYSIZE;
@@ -364,8 +373,9 @@ TALLY_API int tally_del(tally *t, const void *key, size_t key_len, int *existed)
  * (the redis-cluster store; the RocksDB store always answers 1).
  * @param grow_to 0 to only read; else grow to that many (never shrinks).
  * @param now     receives the shard count after the call.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ELIMIT (more than
- *         256); TALLY_ENOTSUP (growing on the RocksDB store); TALLY_EIO.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTSUP (growing
+ *         on the RocksDB store, whatever grow_to); TALLY_ELIMIT (more than
+ *         256, on the redis-cluster store); TALLY_EIO.
  */
 TALLY_API int tally_shards(tally *t, const void *key, size_t key_len,
                            uint32_t grow_to, uint32_t *now);
@@ -674,9 +684,12 @@ typedef struct tally_event_rec {
 typedef int (*tally_event_fn)(void *arg, const tally_event_rec *ev);
 
 /**
- * Visit every stored event: object by object, each object's events oldest
- * first (so replaying them in order rebuilds the object). Reads a
- * consistent snapshot; writes may go on meanwhile.
+ * Visit every stored event, each object's events oldest first (so
+ * replaying them in order rebuilds the object). Events already in the
+ * tables come object by object; those written since the last checkpoint
+ * follow them, in commit order, so objects interleave there: a visitor
+ * must not take a change of object to mean the one before is complete.
+ * Reads a consistent snapshot; writes may go on meanwhile.
  * @param fn  visitor; must not be NULL.
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO; TALLY_ECORRUPT; or the
  *         visitor's non-zero value.
