@@ -374,7 +374,7 @@ TALLY_API int tally_del(tally *t, const void *key, size_t key_len, int *existed)
  * @param grow_to 0 to only read; else grow to that many (never shrinks).
  * @param now     receives the shard count after the call.
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTSUP (growing
- *         on the RocksDB store, whatever grow_to); TALLY_ELIMIT (more than
+ *         past 1 on the RocksDB store, even past 256); TALLY_ELIMIT (more than
  *         256, on the redis-cluster store); TALLY_EIO.
  */
 TALLY_API int tally_shards(tally *t, const void *key, size_t key_len,

@@ -1,6 +1,5 @@
 /* config.c: tallyd's command-line flags, their defaults and limits, the
  * protected-mode rule, logging and the password check. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -10,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <uv.h>
 
 #include "server/server.h"
 
@@ -193,10 +194,11 @@ static int config_check(const srv_config *c)
 	}
 	/* Checked here, before the store opens (and perhaps replays for
 	 * seconds): a bad address refuses the start and creates nothing. */
-	unsigned char addr[sizeof(struct in6_addr)];
+	struct sockaddr_in6 sa6;
+	struct sockaddr_in sa4;
 	if (strcmp(c->bind, "localhost") != 0 &&
-	    inet_pton(AF_INET, c->bind, addr) != 1 &&
-	    inet_pton(AF_INET6, c->bind, addr) != 1) {
+	    uv_ip4_addr(c->bind, 0, &sa4) != 0 &&
+	    uv_ip6_addr(c->bind, 0, &sa6) != 0) {
 		fprintf(stderr, "tallyd: --bind '%s' is not an IPv4 or IPv6 "
 		        "address (or localhost)\n", c->bind);
 		return -1;
@@ -291,14 +293,20 @@ static int password_off_argv(srv_config *c, int argc, char **argv)
 		return -1;
 	}
 	/* Every value given, not only the one that counts: an earlier one
-	 * (a wrapper's default, overridden) may be a real password too. */
+	 * (a wrapper's default, overridden) may be a real password too.
+	 * The walk is config_parse()'s, so another flag's value that reads
+	 * like "--requirepass" is left alone. */
 	for (int i = 1; i < argc; i++) {
 		char *v = NULL;
 
-		if (!strcmp(argv[i], "--requirepass") && i + 1 < argc)
-			v = argv[++i];
-		else if (!strncmp(argv[i], "--requirepass=", 14))
-			v = argv[i] + 14;
+		if (strchr(argv[i], '=') != NULL) {
+			if (!strncmp(argv[i], "--requirepass=", 14))
+				v = argv[i] + 14;
+		} else if (value_flag(argv[i]) && i + 1 < argc) {
+			if (!strcmp(argv[i], "--requirepass"))
+				v = argv[i + 1];
+			i++;
+		}
 		if (v != NULL)
 			memset(v, 0, strlen(v));
 	}

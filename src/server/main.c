@@ -42,7 +42,7 @@ enum { FD_RESERVE = 1024 };
 static void fit_maxclients(srv_config *cfg)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->maxclients + FD_RESERVE, reserve;
+	rlim_t want = (rlim_t)cfg->maxclients + FD_RESERVE, reserve, fit;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
@@ -59,18 +59,19 @@ static void fit_maxclients(srv_config *cfg)
 	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
 		return;
 	reserve = rl.rlim_cur / 2 < FD_RESERVE ? rl.rlim_cur / 2 : FD_RESERVE;
+	/* Never more clients than asked for, never none. */
+	fit = rl.rlim_cur - reserve > 0 ? rl.rlim_cur - reserve : 1;
+	if (fit >= cfg->maxclients)
+		return;
 	srv_log(cfg, LOG_WARN,
 	        "--maxclients %u needs %llu open files and this process may "
 	        "open %llu (ulimit -n, hard limit %llu): serving at most %llu "
 	        "clients, %llu files kept for the store",
 	        cfg->maxclients, (unsigned long long)want,
 	        (unsigned long long)rl.rlim_cur,
-	        (unsigned long long)rl.rlim_max,
-	        (unsigned long long)(rl.rlim_cur - reserve),
+	        (unsigned long long)rl.rlim_max, (unsigned long long)fit,
 	        (unsigned long long)reserve);
-	cfg->maxclients = rl.rlim_cur - reserve > 0
-	                          ? (uint32_t)(rl.rlim_cur - reserve)
-	                          : 1;
+	cfg->maxclients = (uint32_t)fit;
 }
 
 int main(int argc, char **argv)

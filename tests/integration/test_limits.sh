@@ -470,6 +470,12 @@ TALLYD=$REAL_TALLYD
 assert_contains "the log says how many clients it serves" "$(cat "$T_LOG")" \
 	"--maxclients 10000 needs 11024 open files and this process may open 300"
 assert_contains "INFO shows the fitted maxclients" "$(rcli info clients)" "maxclients:150"
+# The probes' and INFO's connections are gone once INFO counts only itself.
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli info clients | sed -n 's/^connected_clients:\([0-9]*\).*/\1/p')" == 1 ] && break
+	sleep 0.1
+done
+sleep 0.3 # that INFO's connection closes too
 fds=()
 for ((i = 0; i < 150; i++)); do
 	open_conn "$T_RESP"
@@ -504,6 +510,13 @@ if [ "$hard" = unlimited ] || [ "$hard" -ge 2024 ]; then
 	assert_contains "... and all of maxclients is served" "$(rcli info clients)" "maxclients:1000"
 	stop_and_check
 fi
+# A limit that holds fewer than N + 1024 but more than asked for keeps N.
+TALLYD=$TMP/tallyd-300
+start_tallyd "$TMP/fit3" --maxclients 100
+TALLYD=$REAL_TALLYD
+assert_contains "--maxclients 100 under 300 files stays 100" "$(rcli info clients)" "maxclients:100"
+assert_not_contains "... with no warning" "$(cat "$T_LOG")" "serving at most"
+stop_and_check
 
 section "a client that shuts its write side gets every reply, then EOF"
 # 200 INCRs (and, with GET, a read deferred behind them), the start of a
