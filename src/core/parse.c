@@ -104,3 +104,15 @@ int parse_hex_byte(const char *s, size_t len)
 	assert(hi * 16 + lo <= 0xff);
 	return hi * 16 + lo;
 }
+
+const char *parse_trim_ows(const char *s, size_t *len)
+{
+	assert(s != NULL || *len == 0);
+	while (*len > 0 && (s[0] == ' ' || s[0] == '\t')) {
+		s++;
+		(*len)--;
+	}
+	while (*len > 0 && (s[*len - 1] == ' ' || s[*len - 1] == '\t'))
+		(*len)--;
+	return s;
+}

@@ -59,4 +59,9 @@ int parse_hex_digit(char c);
  * Bytes after the two are not read. */
 int parse_hex_byte(const char *s, size_t len);
 
+/* s[0, *len) without the spaces and tabs around it, as an HTTP field
+ * value is read (RFC 9110 section 5.5): returns the first byte kept and
+ * sets *len to the bytes kept. */
+const char *parse_trim_ows(const char *s, size_t *len);
+
 #endif

@@ -194,11 +194,8 @@ static int config_check(const srv_config *c)
 	}
 	/* Checked here, before the store opens (and perhaps replays for
 	 * seconds): a bad address refuses the start and creates nothing. */
-	struct sockaddr_in6 sa6;
-	struct sockaddr_in sa4;
-	if (strcmp(c->bind, "localhost") != 0 &&
-	    uv_ip4_addr(c->bind, 0, &sa4) != 0 &&
-	    uv_ip6_addr(c->bind, 0, &sa6) != 0) {
+	struct sockaddr_storage ss;
+	if (srv_addr_parse(c->bind, 0, &ss) != 0) {
 		fprintf(stderr, "tallyd: --bind '%s' is not an IPv4 or IPv6 "
 		        "address (or localhost)\n", c->bind);
 		return -1;
@@ -328,6 +325,18 @@ static int backup_dir_resolve(srv_config *c)
 	}
 	c->backup_dir = real;
 	return 0;
+}
+
+int srv_addr_parse(const char *host, int port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof *ss);
+	if (strcmp(host, "localhost") == 0)
+		host = "127.0.0.1";
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
+		return 0;
+	if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
+		return 0;
+	return -1;
 }
 
 int config_parse(srv_config *c, int argc, char **argv)

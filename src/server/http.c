@@ -211,14 +211,10 @@ static int on_headers_complete(http_parser *p)
 	int body_follows = (p->flags & F_CHUNKED) ||
 	                   ((p->flags & F_CONTENTLENGTH) &&
 	                    p->content_length > 0);
-	size_t lo = 0, hi = c->expect_len;
-	if (hi > HTTP_EXPECT_MAX)
-		hi = 0; /* too long: never 100-continue */
-	while (lo < hi && (c->expect[lo] == ' ' || c->expect[lo] == '\t'))
-		lo++;
-	while (hi > lo && (c->expect[hi - 1] == ' ' || c->expect[hi - 1] == '\t'))
-		hi--;
-	if (hi > lo && equal_nocase(c->expect + lo, hi - lo, "100-continue") &&
+	/* Too long a value is never 100-continue. */
+	size_t len = c->expect_len <= HTTP_EXPECT_MAX ? c->expect_len : 0;
+	const char *expect = parse_trim_ows(c->expect, &len);
+	if (equal_nocase(expect, len, "100-continue") &&
 	    body_follows && p->http_major == 1 && p->http_minor >= 1)
 		c->continue_due = 1;
 	return 0;

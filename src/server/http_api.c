@@ -1111,13 +1111,9 @@ static int auth_ok(const http_api *api, const http_request *rq)
 	    (h[6] != ' ' && h[6] != '\t'))
 		return 0;
 	h += 7;
-	/* A field value excludes the white space around it (RFC 9110
-	 * section 5.5); the parser keeps what trails. */
-	while (*h == ' ' || *h == '\t')
-		h++;
+	/* The parser keeps the white space that trails a value. */
 	len = strlen(h);
-	while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t'))
-		len--;
+	h = parse_trim_ows(h, &len);
 	if (api->pass != NULL)
 		return secret_matches(api->pass, h, len);
 	if (secret_init(&once, api->password, strlen(api->password)) != 0)

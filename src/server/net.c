@@ -1427,18 +1427,6 @@ static void worker_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------------ */
 
-static int addr_parse(const char *host, int port, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof *ss);
-	if (strcmp(host, "localhost") == 0)
-		host = "127.0.0.1";
-	if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
-		return 0;
-	if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
-		return 0;
-	return -1;
-}
-
 /* One listening socket per port, bound once: a second tallyd on the same
  * port fails with "address in use" instead of silently sharing it (as
  * SO_REUSEPORT would let it). Worker 0 accepts on it and places each
@@ -1448,7 +1436,7 @@ static int listen_socket(const srv_config *cfg, int port)
 	struct sockaddr_storage ss;
 	int fd, one = 1;
 
-	if (addr_parse(cfg->bind, port, &ss) != 0) {
+	if (srv_addr_parse(cfg->bind, port, &ss) != 0) {
 		srv_log(cfg, LOG_ERROR, "cannot parse --bind '%s'", cfg->bind);
 		return -1;
 	}

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "server/resp.h"
 #include "server/secret.h"
@@ -57,6 +58,9 @@ enum { LOG_ERROR = 0, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Parse argv into cfg (defaults first). Returns 0 to run, 1 when --help or
  * --version was printed, -1 on a usage error (message printed). */
 int config_parse(srv_config *cfg, int argc, char **argv);
+/* --bind's address (IPv4, IPv6 with an optional %zone, or "localhost")
+ * and a port into ss: 0, or -1 when host is no address. */
+int srv_addr_parse(const char *host, int port, struct sockaddr_storage *ss);
 void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
