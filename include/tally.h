@@ -314,12 +314,11 @@ TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t de
  * at the fold are dropped (not silently: tally_stats.fold_overflows counts
  * them). Counters of such magnitude should use tally_incrby().
  *
- * Order: an exception to "writes from one thread are applied in the order
- * that thread made them". In async mode, an add that lands in a cell is
- * folded in ahead of a write of the same counter (TALLY_W_SET, _DEL,
- * _INCRBY) that this thread queued with tally_write_async() before it and
- * that has not completed yet, so a SET or DEL queued first can overwrite
- * it. Wait for that write's callback before adding to the same counter.
+ * Order: as for every write, a thread's adds are applied after the writes
+ * it queued before them. While a write of the same counter (TALLY_W_SET,
+ * _DEL, _INCRBY) that this thread queued with tally_write_async() has not
+ * been applied, its adds take the queue behind it instead of a cell (and
+ * cost as much as tally_incrby()).
  *
  * @param delta must satisfy |delta| <= 2^32; larger adds use tally_incrby().
  * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL

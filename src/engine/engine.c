@@ -139,6 +139,7 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 		e->arg = arg;
 		e->group_pos = (uint32_t)i;
 		e->group_left = (uint32_t)(n - i);
+		e->hold = -1;
 		rc = op_copy_bytes(e, &ops[i]);
 		if (rc == TALLY_OK)
 			op_bind(e);
@@ -154,6 +155,17 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 	} else {
 		int was_idle = t->count == t->busy;
 
+		/* A write waited for is applied before its thread adds
+		 * again; one not waited for holds its counter's cell. */
+		for (i = 0; i < n && t->holds_on && !wait; i++) {
+			eng_op *e = &t->ring[(t->head + t->count + i) % cap];
+
+			if (ops[i].kind == STORE_OP_INCRBY ||
+			    ops[i].kind == STORE_OP_SET ||
+			    ops[i].kind == STORE_OP_DEL)
+				e->hold = stripes_hold(t, e->op.key,
+				                       e->op.key_len);
+		}
 		t->count += n;
 		t->queued_total += n;
 		if (t->caller_commits) {
@@ -630,6 +642,19 @@ static int hist_bucket(size_t n)
 	return i;
 }
 
+/* The batch's writes are applied (or failed): adds of their threads may
+ * land in cells again. */
+static void holds_release(tally *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		eng_op *e = t->batch_src[i];
+
+		if (e->hold >= 0)
+			stripes_release(t, e->hold, e->op.key, e->op.key_len);
+		e->hold = -1;
+	}
+}
+
 static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
@@ -639,6 +664,7 @@ static void commit_batch(tally *t, size_t n)
 
 	if (t->failed) {
 		/* Nothing is written on top of a failure (invariant 2). */
+		holds_release(t, n);
 		batch_complete(t, n, t->fail_err);
 		return;
 	}
@@ -649,6 +675,8 @@ static void commit_batch(tally *t, size_t n)
 	}
 	if (rc == TALLY_OK)
 		rc = t->st->vt->apply(t->st, &b);
+	/* Before the settle, so that it can make the cells safe again. */
+	holds_release(t, n);
 	if (folding) {
 		stripes_settle(t);
 		pthread_rwlock_unlock(&t->fold_lock);
@@ -1251,8 +1279,19 @@ int tally_counter_add(tally *t, const void *key, size_t key_len,
 	if (delta > (INT64_C(1) << 32) || delta < -(INT64_C(1) << 32))
 		return TALLY_EINVAL;
 	if (t->opt.durability == TALLY_DURABILITY_ASYNC && !t->failed &&
-	    !t->closing && stripes_add(t, key, key_len, delta))
-		return TALLY_OK;
+	    !t->closing) {
+		if (!atomic_load(&t->holds_seen)) {
+			pthread_mutex_lock(&t->qlock);
+			if (!t->holds_on) {
+				t->holds_on = 1;
+				t->holds_from = t->queued_total;
+			}
+			pthread_mutex_unlock(&t->qlock);
+			atomic_store(&t->holds_seen, 1);
+		}
+		if (stripes_add(t, key, key_len, delta))
+			return TALLY_OK;
+	}
 	return tally_incrby(t, key, key_len, delta, NULL);
 }
 

@@ -14,9 +14,12 @@
 /* Bytes of key and token kept inside a queued write; longer ones are
  * allocated. Most keys and tokens fit. */
 #define ENG_INLINE_MAX 64
-/* Striped cells: stripes, cells per stripe, the most one cell may hold. */
+/* Striped cells: stripes, cells per stripe that take adds, cells per
+ * stripe that only hold back adds behind queued writes, the most one cell
+ * may hold. */
 #define STRIPES 16
 #define STRIPE_CELLS_MAX 256
+#define STRIPE_HOLD_CELLS_MAX 256
 #define STRIPE_CELL_ABS_MAX (INT64_C(1) << 48)
 /* A counter takes striped adds only while |value| <= this, so that
  * STRIPES full cells cannot carry it past the int64 limits. */
@@ -48,6 +51,7 @@ typedef struct eng_op {
 	void *arg;
 	uint32_t group_pos;          /* index in its atomic group (0 alone) */
 	uint32_t group_left;         /* ops of its group from it on (1 alone) */
+	int32_t hold;                /* stripes_hold() answer, or -1 */
 	uint8_t *heap;               /* key + token when they do not fit */
 	uint8_t buf[ENG_INLINE_MAX]; /* key, then token */
 } eng_op;
@@ -99,11 +103,20 @@ typedef struct stripe {
 	hmap *cells;                 /* key -> stripe_cell */
 	uint64_t adds;               /* adds landed here (a shared counter
 	                                would undo the striping) */
+	uint32_t wanted;             /* cells that take adds (<= CELLS_MAX) */
+	/* Queued writes of counters that found no cell to hold them back
+	 * (every cell in use): while any is queued, no cell of this stripe
+	 * is newly made safe, as it could be one of theirs. */
+	uint32_t blind;
 } stripe;
 
 typedef struct stripe_cell {
 	int64_t delta;
+	/* Counter writes queued from this stripe's threads and not applied
+	 * yet: adds wait behind them in the queue (per-thread order). */
+	uint32_t pending;
 	uint8_t safe;                /* committer says fast adds may land */
+	uint8_t wanted;              /* tally_counter_add() came for it */
 	uint8_t idle;                /* folds without an add */
 } stripe_cell;
 
@@ -150,6 +163,13 @@ struct tally {
 	int caller_commits;
 	int kick;
 	uint64_t queued_total, taken_total; /* writes ever queued, taken */
+	/* Counter writes hold cells back (stripes_hold()) from the first
+	 * tally_counter_add() on: set, with holds_from = queued_total, under
+	 * qlock. Writes queued before it hold nothing, so no cell is made
+	 * safe until every one of them is applied. */
+	int holds_on;
+	uint64_t holds_from;
+	_Atomic int holds_seen;      /* holds_on, read without qlock */
 	/* Held by whoever commits a batch: the committer thread or a caller
 	 * in tally_commit(). Everything marked "committer" below belongs to
 	 * the holder. Taken before qlock. */
@@ -260,6 +280,11 @@ int stripes_add(tally *t, const void *key, size_t len, int64_t delta);
 int64_t stripes_sum(tally *t, const void *key, size_t len);
 /* Adds landed in cells so far. */
 uint64_t stripes_adds(tally *t);
+/* A counter write (SET, DEL, INCRBY) queued by the calling thread and not
+ * waited for: later adds of its thread must not land in a cell before it
+ * is applied. Returns what stripes_release() takes once it is. */
+int32_t stripes_hold(tally *t, const void *key, size_t len);
+void stripes_release(tally *t, int32_t hold, const void *key, size_t len);
 /* Committer: whether any counter op of the batch touches a striped key. */
 int stripes_touched(tally *t, const store_op *ops, size_t n);
 /* Committer: every cell's adds as INCRBY ops (fold_ops, *n of them; on

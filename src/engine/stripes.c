@@ -7,7 +7,12 @@
  * Overflow stays an error without a read per add: a cell takes adds only
  * while the committer has marked it safe (the counter's value within
  * STRIPE_VALUE_ABS_MAX) and while its own sum stays within
- * STRIPE_CELL_ABS_MAX; everything else takes the exact queue path. */
+ * STRIPE_CELL_ABS_MAX; everything else takes the exact queue path.
+ *
+ * Per-thread order: a cell is folded ahead of the batch it meets, so an
+ * add must not land in it while its thread has a write of the counter
+ * queued and not applied. Such a write holds the cell back (pending) from
+ * its enqueue to its apply; adds meanwhile take the queue, behind it. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +69,12 @@ static int64_t abs64(int64_t v)
 	return v < 0 ? -v : v;
 }
 
+/* Stripe index of s (a hold names its stripe). */
+static int32_t stripe_index(const tally *t, const stripe *s)
+{
+	return (int32_t)(s - t->stripes);
+}
+
 int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 {
 	stripe *s = stripe_of(t);
@@ -75,17 +86,67 @@ int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 	c = hmap_get(s->cells, key, len);
 	if (c != NULL && c->safe &&
 	    abs64(c->delta + delta) <= STRIPE_CELL_ABS_MAX) {
+		assert(c->wanted && c->pending == 0);
 		c->delta += delta;
 		c->idle = 0;
 		s->adds++;
 		landed = 1;
-	} else if (c == NULL && hmap_count(s->cells) < STRIPE_CELLS_MAX) {
+	} else if (s->wanted < STRIPE_CELLS_MAX &&
+	           (c == NULL || !c->wanted)) {
 		/* A candidate: the committer marks it safe at the next fold;
 		 * until then this key takes the queue. */
-		(void)hmap_put(s->cells, key, len, NULL);
+		if (c == NULL)
+			c = hmap_put(s->cells, key, len, NULL);
+		if (c != NULL) {
+			c->wanted = 1;
+			s->wanted++;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	return landed;
+}
+
+int32_t stripes_hold(tally *t, const void *key, size_t len)
+{
+	stripe *s = stripe_of(t);
+	stripe_cell *c;
+	int32_t hold = stripe_index(t, s) * 2;
+
+	pthread_mutex_lock(&s->lock);
+	c = hmap_get(s->cells, key, len);
+	if (c == NULL &&
+	    hmap_count(s->cells) < STRIPE_CELLS_MAX + STRIPE_HOLD_CELLS_MAX)
+		c = hmap_put(s->cells, key, len, NULL);
+	if (c != NULL) {
+		c->pending++;
+		c->safe = 0;
+	} else {
+		s->blind++;
+		hold++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return hold;
+}
+
+void stripes_release(tally *t, int32_t hold, const void *key, size_t len)
+{
+	stripe *s;
+
+	assert(hold >= 0 && hold / 2 < STRIPES);
+	s = &t->stripes[hold / 2];
+	pthread_mutex_lock(&s->lock);
+	if (hold % 2) {
+		assert(s->blind > 0);
+		s->blind--;
+	} else {
+		stripe_cell *c = hmap_get(s->cells, key, len);
+
+		/* Cells with writes pending are never dropped. */
+		assert(c != NULL && c->pending > 0);
+		if (c != NULL)
+			c->pending--;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 int64_t stripes_sum(tally *t, const void *key, size_t len)
@@ -197,6 +258,14 @@ static int value_safe(tally *t, const void *key, size_t len)
 
 void stripes_settle(tally *t)
 {
+	int unheld;
+
+	/* Writes queued before holds were on may still wait behind this
+	 * batch. */
+	pthread_mutex_lock(&t->qlock);
+	unheld = t->taken_total < t->holds_from;
+	pthread_mutex_unlock(&t->qlock);
+
 	hmap_clear(t->striped);
 	for (int i = 0; i < STRIPES; i++) {
 		stripe *s = &t->stripes[i];
@@ -208,15 +277,24 @@ void stripes_settle(tally *t)
 		while (hmap_next(s->cells, &pos, &key, &len, &val)) {
 			stripe_cell *c = val;
 
-			/* Cells idle for long are dropped to bound memory. */
-			if (c->delta == 0 && ++c->idle > 50) {
+			/* Cells idle for long, and holds no longer needed, are
+			 * dropped to bound memory. */
+			if (c->delta == 0 && c->pending == 0 &&
+			    (!c->wanted || ++c->idle > 50)) {
+				s->wanted -= c->wanted;
 				hmap_del(s->cells, key, len);
 				continue;
 			}
-			c->safe = (uint8_t)value_safe(t, key, len);
-			/* Every cell counts as striped, safe or not: one may
-			 * still hold adds that queued writes must see. */
-			(void)hmap_put(t->striped, key, len, NULL);
+			/* A blind write may be of this very counter: only a
+			 * cell safe already stays so while one is queued. */
+			c->safe = (uint8_t)(c->wanted && c->pending == 0 &&
+			                    (c->safe ||
+			                     (s->blind == 0 && !unheld)) &&
+			                    value_safe(t, key, len));
+			/* Every cell that may hold adds counts as striped,
+			 * safe or not: queued writes must see its adds. */
+			if (c->safe || c->delta != 0)
+				(void)hmap_put(t->striped, key, len, NULL);
 		}
 		pthread_mutex_unlock(&s->lock);
 	}

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -2340,6 +2341,100 @@ static void test_threads_counter_add_exact(void **state)
 	CHECK_I64(get_of(f->t, "big"), 0);
 }
 
+/* Per-thread order holds for tally_counter_add(): an add made after a
+ * SET or DEL of the same counter queued by this thread lands after it,
+ * even when the counter has a striped cell that takes fast adds. */
+static void order_cb(void *arg, int err, int64_t result)
+{
+	(void)result;
+	if (err == TALLY_OK)
+		atomic_fetch_add((_Atomic long *)arg, 1);
+}
+
+static void check_add_after_queued_write(tally *t, int caller_commits)
+{
+	_Atomic long done = 0;
+	long queued = 0;
+
+	for (int i = 0; i < 300; i++) {
+		tally_write w;
+		int64_t want;
+
+		/* Keep the cell warm: these adds land in it once it is safe. */
+		for (int j = 0; j < 20; j++)
+			CHECK_OK(tally_counter_add(t, "ord", 3, 1));
+		if (i % 10 == 0)
+			CHECK_OK(tally_sync(t));
+		memset(&w, 0, sizeof(w));
+		w.key = "ord";
+		w.key_len = 3;
+		if (i % 3 == 2) {
+			w.kind = TALLY_W_DEL;
+			want = 1;
+		} else {
+			w.kind = TALLY_W_SET;
+			w.value = 1000 * (int64_t)i;
+			want = w.value + 1;
+		}
+		CHECK_OK(tally_write_async(t, &w, order_cb, (void *)&done));
+		queued++;
+		CHECK_OK(tally_counter_add(t, "ord", 3, 1));
+		if (caller_commits)
+			CHECK_OK(tally_commit(t));
+		CHECK_OK(tally_sync(t));
+		CHECK_I64(atomic_load(&done), queued);
+		CHECK_I64(get_of(t, "ord"), want);
+	}
+	/* The cell took adds, or this checked nothing. */
+	tally_stats st;
+	CHECK_OK(tally_stats_get(t, &st));
+	assert_true(st.striped_adds > 1000);
+}
+
+static void test_counter_add_after_queued_write_in_order(void **state)
+{
+	struct fx *f = *state;
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_ASYNC;
+	fx_reopen_with(f, &o);
+	check_add_after_queued_write(f->t, 0);
+	/* A caller that commits holds its queued writes until it commits:
+	 * an add out of turn would be folded ahead of every one of them. */
+	o.flags = TALLY_OPEN_CALLER_COMMITS;
+	fx_reopen_with(f, &o);
+	check_add_after_queued_write(f->t, 1);
+
+	/* More queued writes than a stripe has cells to hold them with:
+	 * the rest hold the whole stripe back, and every add still lands
+	 * after its counter's write. */
+	_Atomic long done = 0;
+	char key[16];
+	for (int i = 0; i < 700; i++) {
+		tally_write w;
+		memset(&w, 0, sizeof(w));
+		snprintf(key, sizeof(key), "many%d", i);
+		w.kind = TALLY_W_SET;
+		w.key = key;
+		w.key_len = strlen(key);
+		w.value = i;
+		CHECK_OK(tally_write_async(f->t, &w, order_cb, (void *)&done));
+	}
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 700; i++) {
+			snprintf(key, sizeof(key), "many%d", i);
+			CHECK_OK(tally_counter_add(f->t, key, strlen(key), 1));
+		}
+		CHECK_OK(tally_commit(f->t));
+		CHECK_OK(tally_sync(f->t));
+	}
+	CHECK_I64(atomic_load(&done), 700);
+	for (int i = 0; i < 700; i++) {
+		snprintf(key, sizeof(key), "many%d", i);
+		CHECK_I64(get_of(f->t, key), i + 3);
+	}
+}
+
 #define LIKE_MEMBERS 5000
 #define LIKE_PER_THREAD 2500
 
@@ -4417,6 +4512,7 @@ int main(void)
 	    T(test_threads_incrby_caller_commits_exact),
 	    T(test_caller_commits_on_the_calling_thread),
 	    T(test_threads_counter_add_exact),
+	    T(test_counter_add_after_queued_write_in_order),
 	    T(test_threads_like_overlapping_members_exact),
 	    T(test_write_group_is_contiguous_and_one_batch),
 	    T(test_bad_input_null_handle_einval),
