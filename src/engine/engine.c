@@ -745,6 +745,7 @@ static int options_apply(const tally_options *in, tally_options *o)
 	o->hot_shard_ops = DEF(in->hot_shard_ops, 100000);
 	o->checkpoint_kib = DEF(in->checkpoint_kib, 65536);
 	o->tokens_max = DEF(in->tokens_max, TOKENS_MAX);
+	o->open_files_max = DEF(in->open_files_max, 512);
 	if (o->durability != TALLY_DURABILITY_SYNC &&
 	    o->durability != TALLY_DURABILITY_ASYNC)
 		return TALLY_EINVAL;
@@ -755,7 +756,8 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->cache_entries_max < 1024 || o->cache_entries_max > (1u << 30) ||
 	    o->block_cache_mb > (1u << 20) || o->checkpoint_kib < 4 ||
 	    o->checkpoint_kib > (1u << 22) || o->tokens_max < 16 ||
-	    o->tokens_max > TOKENS_MAX ||
+	    o->tokens_max > TOKENS_MAX || o->open_files_max < 20 ||
+	    o->open_files_max > (1u << 20) ||
 	    (o->flags & ~(uint32_t)(TALLY_OPEN_NO_CREATE |
 	                            TALLY_OPEN_CALLER_COMMITS)))
 		return TALLY_EINVAL;
@@ -850,6 +852,7 @@ static store_options store_opts(const tally *t, int create)
 		.cache_entries_max = t->opt.cache_entries_max,
 		.checkpoint_bytes = (uint64_t)t->opt.checkpoint_kib << 10,
 		.block_cache_mb = t->opt.block_cache_mb,
+		.open_files_max = t->opt.open_files_max,
 		.create = create,
 		.seeds = t->opt.cluster_seeds,
 		.redis_wait = (int)t->opt.redis_wait,

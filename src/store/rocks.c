@@ -295,6 +295,10 @@ static int options_create(rocks *r, const store_options *so)
 	                                     (unsigned char)so->create);
 	rocksdb_options_set_create_missing_column_families(r->db_opts, 1);
 	rocksdb_options_set_max_background_jobs(r->db_opts, 2);
+	/* A bound, so that a store of any size stays inside the open files
+	 * its process keeps for it (RocksDB's default is no bound). */
+	rocksdb_options_set_max_open_files(r->db_opts,
+	                                   (int)so->open_files_max);
 	/* One writer at a time is all there is (the committer, the
 	 * checkpoint thread): no concurrent memtable inserts. */
 	rocksdb_options_set_allow_concurrent_memtable_write(r->db_opts, 0);

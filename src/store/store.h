@@ -169,6 +169,7 @@ struct store {
 typedef struct store_options {
 	uint32_t cache_entries_max;
 	uint32_t block_cache_mb;
+	uint32_t open_files_max;     /* rocksdb: table files kept open */
 	uint64_t checkpoint_bytes;   /* rocksdb: journal between checkpoints */
 	int create;
 	/* redis-cluster store */

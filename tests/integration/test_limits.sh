@@ -496,6 +496,12 @@ if ! on_cluster; then
 fi
 for fd in "${fds[@]}"; do exec {fd}>&-; done
 stop_and_check
+if ! on_cluster; then
+	# The store keeps to half of what the clients leave: RocksDB holds
+	# at most (300 - 150) / 2 table files open.
+	assert_contains "RocksDB's open table files fit the limit too" \
+		"$(cat "$TMP"/fit/OPTIONS-*)" "max_open_files=75"
+fi
 # A soft limit below what --maxclients needs is raised to it.
 hard=$(ulimit -Hn)
 if [ "$hard" = unlimited ] || [ "$hard" -ge 2024 ]; then
@@ -509,6 +515,10 @@ if [ "$hard" = unlimited ] || [ "$hard" -ge 2024 ]; then
 		"$(prlimit --pid "$T_PID" --nofile --output SOFT --noheadings | tr -d ' ')"
 	assert_contains "... and all of maxclients is served" "$(rcli info clients)" "maxclients:1000"
 	stop_and_check
+	if ! on_cluster; then
+		assert_contains "... and RocksDB keeps at most 512 table files open" \
+			"$(cat "$TMP"/fit2/OPTIONS-*)" "max_open_files=512"
+	fi
 fi
 # A limit that holds fewer than N + 1024 but more than asked for keeps N.
 TALLYD=$TMP/tallyd-300
@@ -517,6 +527,10 @@ TALLYD=$REAL_TALLYD
 assert_contains "--maxclients 100 under 300 files stays 100" "$(rcli info clients)" "maxclients:100"
 assert_not_contains "... with no warning" "$(cat "$T_LOG")" "serving at most"
 stop_and_check
+if ! on_cluster; then
+	assert_contains "... and RocksDB gets half of the other 200 files" \
+		"$(cat "$TMP"/fit3/OPTIONS-*)" "max_open_files=100"
+fi
 
 section "a client that shuts its write side gets every reply, then EOF"
 # 200 INCRs (and, with GET, a read deferred behind them), the start of a

@@ -3011,6 +3011,9 @@ static void test_open_bad_options_einval(void **state)
 	BAD_OPTION(cache_entries_max, 1073741825);
 	BAD_OPTION(block_cache_mb, 1048577);
 	BAD_OPTION(flags, 1u << 7);
+	BAD_OPTION(open_files_max, 1);
+	BAD_OPTION(open_files_max, 19);
+	BAD_OPTION(open_files_max, 1048577);
 #undef BAD_OPTION
 
 	/* The same folder opens with good options afterwards. */
@@ -3032,6 +3035,7 @@ static void test_open_accepts_boundary_options(void **state)
 	o.token_retention_ms = 1000;
 	o.cache_entries_max = 1024;
 	o.block_cache_mb = 1;
+	o.open_files_max = 20;
 	fx_reopen_with(f, &o);
 
 	/* More writes than the queue holds: writers wait, none is lost. */
@@ -3062,6 +3066,7 @@ static void test_open_accepts_boundary_options(void **state)
 	o.flush_interval_ms = 60000;
 	o.token_retention_ms = 604800000;
 	o.batch_ops_max = 1048576;
+	o.open_files_max = 1048576;
 	fx_reopen_with(f, &o);
 	CHECK_I64(get_of(f->t, "q"), 1000);
 	CHECK_OK(tally_sync(f->t));
