@@ -2,7 +2,8 @@
  * (core/record.h), plus the OUT.types sidecar. Events that do not fit the
  * record's bits are skipped and counted: a truncated id would silently
  * attribute the event to someone else. Output goes to temporary names and
- * is renamed when complete, so a file named OUT is always whole. */
+ * is renamed when complete, so a file named OUT is always whole, and its
+ * OUT.types always the one written with it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -143,7 +144,9 @@ static int export_scan(tally *t, const char *dir, export_run *x,
 	return CLI_OK;
 }
 
-/* Write both files under temporary names, then rename them. */
+/* Write both files under temporary names, then rename them. An OUT of
+ * an earlier export goes first: a crash between the two renames must not
+ * leave it beside the new OUT.types, whose ids could name other types. */
 static int export_files(tally *t, const char *dir, export_run *x,
                         const export_paths *p)
 {
@@ -167,6 +170,19 @@ static int export_files(tally *t, const char *dir, export_run *x,
 		fprintf(stderr, "tally: cannot write %s: %s\n", p->types_part,
 		        strerror(errno));
 		rc = CLI_ERR;
+	}
+	if (rc == CLI_OK) {
+		int gone = unlink(p->out) == 0;
+
+		if (!gone && errno != ENOENT) {
+			fprintf(stderr, "tally: cannot replace %s: %s\n",
+			        p->out, strerror(errno));
+			rc = CLI_ERR;
+		} else if (gone && offline_dir_sync(p->out) != 0) {
+			fprintf(stderr, "tally: cannot sync the folder of "
+			        "%s: %s\n", p->out, strerror(errno));
+			rc = CLI_ERR;
+		}
 	}
 	if (rc == CLI_OK && (rename(p->types_part, p->types) != 0 ||
 	                     rename(p->part, p->out) != 0)) {

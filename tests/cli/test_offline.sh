@@ -188,32 +188,48 @@ t_export_round_trip() {
 
 # An export's two files are fsynced before their renames, and the folder
 # after them (strace): a crash never leaves an empty OUT.types renamed in.
+# An OUT already there is removed, and the folder synced, before the new
+# OUT.types is renamed in: a crash between the renames never leaves an
+# old OUT beside a new OUT.types.
 t_export_synced() {
+	run_status 0 "$TALLY" export --data d1 --ctype article synced.rec
 	# LeakSanitizer cannot run under ptrace: off for this run (the
 	# sanitizer build runs every other command with it).
 	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-		strace -f -y -o trace.txt -e trace=fsync,rename,renameat,renameat2 \
+		strace -f -y -o trace.txt \
+		-e trace=fsync,rename,renameat,renameat2,unlink,unlinkat \
 		"$TALLY" export --data d1 --ctype article synced.rec >/dev/null
 	python3 - <<'PY'
 import os, re
 synced, renamed, dirsync = set(), [], False
+removed, removed_synced = False, False
 for line in open("trace.txt"):
     if "= -1" in line:
+        continue
+    if re.search(r'unlink(?:at)?\((?:[^,]+, )?"synced\.rec"', line):
+        assert not renamed, "the old OUT is removed after a rename"
+        removed = True
         continue
     m = re.search(r'fsync\(\d+<([^>]+)>', line)
     if m:
         path = m.group(1)
-        if renamed and path == os.getcwd():
-            dirsync = True
+        if path == os.getcwd():
+            if renamed:
+                dirsync = True
+            elif removed:
+                removed_synced = True
         synced.add(os.path.basename(path))
         continue
     m = re.search(r'rename(?:at2?)?\((?:[^,]+, )?"(synced[^"]+)", (?:[^,]+, )?"([^"]+)"', line)
     if m:
         assert m.group(1) in synced, (m.group(1), "renamed unsynced")
         renamed.append(m.group(2))
+assert removed, "the old OUT is not removed first"
+assert removed_synced, "the folder is not synced after the removal"
 assert renamed == ["synced.rec.types", "synced.rec"], renamed
 assert dirsync, "the folder is not synced after the renames"
 PY
+	python3 rec.py same events.rec synced.rec --skip-noops
 }
 
 t_export_import_export_identical() {
