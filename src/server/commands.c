@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/glob.h"
 #include "core/keys.h"
 #include "core/parse.h"
 #include "server/server.h"
@@ -425,15 +426,27 @@ static void cmd_dbsize(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	reply_int(c->out, (int64_t)st.counters);
 }
 
-/* CONFIG GET, enough for tools that read settings (redis-benchmark): the
- * persistence parameters answer with tally's equivalent; others match
- * nothing. CONFIG SET is not supported: tally is configured by flags. */
+/* CONFIG GET, for tools and clients that read settings (redis-benchmark
+ * reads the persistence ones): the Redis parameters tally has an
+ * equivalent of, answered with it; patterns as Redis takes them (one or
+ * more, glob-style, any case). The password is never answered. CONFIG
+ * SET is not supported: tally is configured by flags. */
+enum { CONFIG_PARAMS = 9 };
+
 static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
-	int sync = c->s->cfg.durability == TALLY_DURABILITY_SYNC;
-	const char *names[] = { "save", "appendonly", "appendfsync" };
-	const char *vals[] = { "", "yes", sync ? "always" : "everysec" };
-	size_t hit[3], n = 0;
+	const srv_config *cfg = &c->s->cfg;
+	int sync = cfg->durability == TALLY_DURABILITY_SYNC;
+	char maxclients[16], timeout[16], port[16], bulk[24];
+	const char *names[CONFIG_PARAMS] = {
+		"save", "appendonly", "appendfsync", "maxclients", "timeout",
+		"port", "bind", "databases", "proto-max-bulk-len"
+	};
+	const char *vals[CONFIG_PARAMS] = {
+		"", "yes", sync ? "always" : "everysec", maxclients, timeout,
+		port, cfg->bind, "1", bulk
+	};
+	size_t hit[CONFIG_PARAMS], n = 0;
 
 	if (arg_is(argv[1], lens[1], "set")) {
 		reply_error(c->out, "ERR CONFIG SET is not supported: tally "
@@ -447,10 +460,14 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		                 known);
 		return;
 	}
-	for (size_t k = 0; k < 3; k++)
+	snprintf(maxclients, sizeof maxclients, "%" PRIu32, cfg->maxclients);
+	snprintf(timeout, sizeof timeout, "%" PRIu32, cfg->idle_timeout_s);
+	snprintf(port, sizeof port, "%d", cfg->resp_port);
+	snprintf(bulk, sizeof bulk, "%zu", cfg->max_bulk);
+	for (size_t k = 0; k < CONFIG_PARAMS; k++)
 		for (size_t i = 2; i < argc; i++)
-			if (arg_is(argv[i], lens[i], names[k]) ||
-			    arg_is(argv[i], lens[i], "*")) {
+			if (glob_match(argv[i], lens[i], names[k],
+			               strlen(names[k]), 1)) {
 				hit[n++] = k;
 				break;
 			}

@@ -90,6 +90,16 @@ assert_match "COMMAND HELP lists COUNT and DOCS" \
 assert_eq "CLIENT HELP takes no arguments, as in Redis" \
 	"(error) ERR wrong number of arguments for 'client|help' command" \
 	"$(rcn client help extra)"
+assert_eq "CONFIG GET answers tally's equivalents of Redis's settings" \
+	"save  appendonly yes appendfsync always maxclients 10000 timeout 0 port $T_RESP bind 127.0.0.1 databases 1 proto-max-bulk-len 1048576" \
+	"$(rcli config get '*' | paste -sd' ')"
+assert_eq "CONFIG GET takes glob patterns, in any case" \
+	"appendonly yes appendfsync always" "$(rcli config get 'APPEND*' | paste -sd' ')"
+assert_eq "CONFIG GET takes several patterns, each setting once" \
+	"maxclients 10000 port $T_RESP" \
+	"$(rcli config get 'p?rt' 'max[a-c]*' '*clients' | paste -sd' ')"
+assert_eq "CONFIG GET of a setting tally does not have: an empty map" \
+	"" "$(rcli config get 'maxmemory*')"
 assert_eq "CONFIG SET says why it is refused" \
 	"(error) ERR CONFIG SET is not supported: tally is configured by flags (see tallyd --help)" \
 	"$(rcn config set save '')"

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <xxhash.h>
 
+#include "core/glob.h"
 #include "core/hmap.h"
 #include "core/keys.h"
 #include "core/record.h"
@@ -1523,9 +1524,92 @@ static void test_hmap_random_against_model(void **state)
 	hmap_free(m);
 }
 
+/* ------------------------------------------------------------------------
+ * glob_match
+ * --------------------------------------------------------------------- */
+
+static int gm(const char *pat, const char *s, int nocase)
+{
+	return glob_match(pat, strlen(pat), s, strlen(s), nocase);
+}
+
+static void test_glob_stars_and_marks(void **state)
+{
+	(void)state;
+	assert_true(gm("*", "", 0));
+	assert_true(gm("*", "appendonly", 0));
+	assert_true(gm("", "", 0));
+	assert_false(gm("", "a", 0));
+	assert_true(gm("append*", "appendonly", 0));
+	assert_true(gm("append*", "appendfsync", 0));
+	assert_true(gm("append*", "append", 0));
+	assert_false(gm("append*", "appen", 0));
+	assert_true(gm("*only", "appendonly", 0));
+	assert_true(gm("a*d*y", "appendonly", 0));
+	assert_false(gm("a*d*x", "appendonly", 0));
+	assert_true(gm("***", "x", 0));
+	assert_true(gm("?ave", "save", 0));
+	assert_false(gm("?ave", "ave", 0));
+	assert_false(gm("sav?", "sav", 0));
+	assert_true(gm("*?", "a", 0));
+	assert_false(gm("*?", "", 0));
+	/* The star backtracks past a partial match. */
+	assert_true(gm("*ab", "aab", 0));
+	assert_true(gm("*aab", "aaab", 0));
+	assert_false(gm("*ab", "aba", 0));
+}
+
+static void test_glob_sets_escapes_and_case(void **state)
+{
+	(void)state;
+	assert_true(gm("[sa]ave", "save", 0));
+	assert_false(gm("[^s]ave", "save", 0));
+	assert_true(gm("[^x]ave", "save", 0));
+	assert_true(gm("port[0-9]", "port7", 0));
+	assert_true(gm("port[9-0]", "port7", 0));
+	assert_false(gm("port[0-6]", "port7", 0));
+	assert_true(gm("a[\\]]b", "a]b", 0));
+	assert_true(gm("a\\*b", "a*b", 0));
+	assert_false(gm("a\\*b", "axb", 0));
+	assert_true(gm("a\\", "a\\", 0));
+	/* A '[' left open takes the rest of the pattern as its set. */
+	assert_true(gm("a[bc", "ac", 0));
+	assert_false(gm("a[bc", "ad", 0));
+	assert_true(gm("SAVE", "save", 1));
+	assert_false(gm("SAVE", "save", 0));
+	assert_true(gm("[A-Z]ave", "save", 1));
+	assert_false(gm("[A-Z]ave", "save", 0));
+	/* Bytes past len are not read; a NUL is a byte. */
+	assert_true(glob_match("abX", 2, "abY", 2, 0));
+	assert_true(glob_match("a?c", 3, "a\0c", 3, 0));
+}
+
+static void test_glob_many_stars_stay_quick(void **state)
+{
+	char pat[4001], s[4001];
+
+	(void)state;
+	/* "*a*a*a...*b" against "aaaa...": a recursive matcher takes
+	 * exponential time; this one at most plen * slen steps. */
+	for (int i = 0; i < 2000; i++) {
+		pat[2 * i] = '*';
+		pat[2 * i + 1] = 'a';
+	}
+	pat[3999] = 'b';
+	pat[4000] = '\0';
+	memset(s, 'a', 4000);
+	s[4000] = '\0';
+	assert_false(gm(pat, s, 0));
+	pat[3999] = 'a';
+	assert_true(gm(pat, s, 0));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_glob_stars_and_marks),
+		cmocka_unit_test(test_glob_sets_escapes_and_case),
+		cmocka_unit_test(test_glob_many_stars_stay_quick),
 		cmocka_unit_test(test_varint_u64_boundaries_round_trip),
 		cmocka_unit_test(test_varint_u64_exact_bytes),
 		cmocka_unit_test(test_varint_zigzag_boundaries),
