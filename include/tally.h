@@ -631,6 +631,9 @@ typedef struct tally_entry {
 /**
  * The newest events of one object that name a member (anonymous events are
  * counted but not listed), newest first. Unique types list removes too.
+ * Cost: a step per event read, anonymous ones included: on an object whose
+ * events are nearly all anonymous (views with member 0), a page reads
+ * every anonymous event newer than its last entry.
  *
  * @param limit  1..TALLY_PAGE_MAX; out must hold that many.
  * @param before 0 for the newest, or only events with seq < before.
