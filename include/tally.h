@@ -321,9 +321,10 @@ TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t de
  *
  * Order: as for every write, a thread's adds are applied after the writes
  * it queued before them. While a write of the same counter (TALLY_W_SET,
- * _DEL, _INCRBY) that this thread queued with tally_write_async() has not
- * been applied, its adds take the queue behind it instead of a cell (and
- * cost as much as tally_incrby()).
+ * _DEL, _INCRBY) that this thread queued with tally_write_async() or
+ * tally_write_group_async() has not been applied, its adds take the queue
+ * behind it instead of a cell (and cost as much as tally_incrby()); so
+ * may, rarely, adds of another counter whose key shares its hash slot.
  *
  * @param delta must satisfy |delta| <= 2^32; larger adds use tally_incrby().
  * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL

@@ -650,7 +650,7 @@ static void holds_release(tally *t, size_t n)
 		eng_op *e = t->batch_src[i];
 
 		if (e->hold >= 0)
-			stripes_release(t, e->hold, e->op.key, e->op.key_len);
+			stripes_release(t, e->hold);
 		e->hold = -1;
 	}
 }

@@ -14,12 +14,11 @@
 /* Bytes of key and token kept inside a queued write; longer ones are
  * allocated. Most keys and tokens fit. */
 #define ENG_INLINE_MAX 64
-/* Striped cells: stripes, cells per stripe that take adds, cells per
- * stripe that only hold back adds behind queued writes, the most one cell
- * may hold. */
+/* Striped cells: stripes, cells per stripe, counters of queued writes
+ * per stripe (by key hash), the most one cell may hold. */
 #define STRIPES 16
 #define STRIPE_CELLS_MAX 256
-#define STRIPE_HOLD_CELLS_MAX 256
+#define STRIPE_HOLD_SLOTS 4096
 #define STRIPE_CELL_ABS_MAX (INT64_C(1) << 48)
 /* A counter takes striped adds only while |value| <= this, so that
  * STRIPES full cells cannot carry it past the int64 limits. */
@@ -103,20 +102,16 @@ typedef struct stripe {
 	hmap *cells;                 /* key -> stripe_cell */
 	uint64_t adds;               /* adds landed here (a shared counter
 	                                would undo the striping) */
-	uint32_t wanted;             /* cells that take adds (<= CELLS_MAX) */
-	/* Queued writes of counters that found no cell to hold them back
-	 * (every cell in use): while any is queued, no cell of this stripe
-	 * is newly made safe, as it could be one of theirs. */
-	uint32_t blind;
+	/* Counter writes queued by this stripe's threads and not applied
+	 * yet, counted by key hash: a cell whose slot is not 0 takes no
+	 * adds, which wait in the queue behind them (per-thread order).
+	 * Keys that share a slot only hold each other back a little. */
+	uint32_t holds[STRIPE_HOLD_SLOTS];
 } stripe;
 
 typedef struct stripe_cell {
 	int64_t delta;
-	/* Counter writes queued from this stripe's threads and not applied
-	 * yet: adds wait behind them in the queue (per-thread order). */
-	uint32_t pending;
 	uint8_t safe;                /* committer says fast adds may land */
-	uint8_t wanted;              /* tally_counter_add() came for it */
 	uint8_t idle;                /* folds without an add */
 } stripe_cell;
 
@@ -170,6 +165,11 @@ struct tally {
 	int holds_on;
 	uint64_t holds_from;
 	_Atomic int holds_seen;      /* holds_on, read without qlock */
+	/* stripes_settle()'s copy of a stripe's keys, to read their values
+	 * without the stripe's lock (committer only). */
+	uint8_t *settle_keys;        /* STRIPE_CELLS_MAX x TALLY_KEY_MAX */
+	uint16_t *settle_lens;
+	uint8_t *settle_ok;
 	/* Held by whoever commits a batch: the committer thread or a caller
 	 * in tally_commit(). Everything marked "committer" below belongs to
 	 * the holder. Taken before qlock. */
@@ -284,7 +284,7 @@ uint64_t stripes_adds(tally *t);
  * waited for: later adds of its thread must not land in a cell before it
  * is applied. Returns what stripes_release() takes once it is. */
 int32_t stripes_hold(tally *t, const void *key, size_t len);
-void stripes_release(tally *t, int32_t hold, const void *key, size_t len);
+void stripes_release(tally *t, int32_t hold);
 /* Committer: whether any counter op of the batch touches a striped key. */
 int stripes_touched(tally *t, const store_op *ops, size_t n);
 /* Committer: every cell's adds as INCRBY ops (fold_ops, *n of them; on

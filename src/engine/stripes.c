@@ -11,8 +11,9 @@
  *
  * Per-thread order: a cell is folded ahead of the batch it meets, so an
  * add must not land in it while its thread has a write of the counter
- * queued and not applied. Such a write holds the cell back (pending) from
- * its enqueue to its apply; adds meanwhile take the queue, behind it. */
+ * queued and not applied. Such a write holds the counter back in its
+ * thread's stripe (a count by key hash) from its enqueue to its apply;
+ * adds meanwhile take the queue, behind it. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,13 @@ int stripes_init(tally *t)
 	t->fold_cap = (size_t)STRIPES * STRIPE_CELLS_MAX;
 	t->fold_ops = calloc(t->fold_cap, sizeof *t->fold_ops);
 	t->fold_src = calloc(t->fold_cap, 1);
-	return t->striped && t->fold_ops && t->fold_src ? TALLY_OK
-	                                                : TALLY_ENOMEM;
+	t->settle_keys = malloc((size_t)STRIPE_CELLS_MAX * TALLY_KEY_MAX);
+	t->settle_lens = calloc(STRIPE_CELLS_MAX, sizeof *t->settle_lens);
+	t->settle_ok = calloc(STRIPE_CELLS_MAX, 1);
+	return t->striped && t->fold_ops && t->fold_src && t->settle_keys &&
+	               t->settle_lens && t->settle_ok
+	       ? TALLY_OK
+	       : TALLY_ENOMEM;
 }
 
 void stripes_free(tally *t)
@@ -51,6 +57,12 @@ void stripes_free(tally *t)
 	t->fold_ops = NULL;
 	free(t->fold_src);
 	t->fold_src = NULL;
+	free(t->settle_keys);
+	t->settle_keys = NULL;
+	free(t->settle_lens);
+	t->settle_lens = NULL;
+	free(t->settle_ok);
+	t->settle_ok = NULL;
 }
 
 /* The calling thread's stripe: threads spread by their id, so a thread
@@ -75,6 +87,11 @@ static int32_t stripe_index(const tally *t, const stripe *s)
 	return (int32_t)(s - t->stripes);
 }
 
+static size_t hold_slot(const void *key, size_t len)
+{
+	return hash_bytes(key, len) % STRIPE_HOLD_SLOTS;
+}
+
 int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 {
 	stripe *s = stripe_of(t);
@@ -86,21 +103,14 @@ int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 	c = hmap_get(s->cells, key, len);
 	if (c != NULL && c->safe &&
 	    abs64(c->delta + delta) <= STRIPE_CELL_ABS_MAX) {
-		assert(c->wanted && c->pending == 0);
 		c->delta += delta;
 		c->idle = 0;
 		s->adds++;
 		landed = 1;
-	} else if (s->wanted < STRIPE_CELLS_MAX &&
-	           (c == NULL || !c->wanted)) {
+	} else if (c == NULL && hmap_count(s->cells) < STRIPE_CELLS_MAX) {
 		/* A candidate: the committer marks it safe at the next fold;
 		 * until then this key takes the queue. */
-		if (c == NULL)
-			c = hmap_put(s->cells, key, len, NULL);
-		if (c != NULL) {
-			c->wanted = 1;
-			s->wanted++;
-		}
+		(void)hmap_put(s->cells, key, len, NULL);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return landed;
@@ -109,43 +119,28 @@ int stripes_add(tally *t, const void *key, size_t len, int64_t delta)
 int32_t stripes_hold(tally *t, const void *key, size_t len)
 {
 	stripe *s = stripe_of(t);
+	size_t slot = hold_slot(key, len);
 	stripe_cell *c;
-	int32_t hold = stripe_index(t, s) * 2;
 
 	pthread_mutex_lock(&s->lock);
+	assert(s->holds[slot] < UINT32_MAX);
+	s->holds[slot]++;
 	c = hmap_get(s->cells, key, len);
-	if (c == NULL &&
-	    hmap_count(s->cells) < STRIPE_CELLS_MAX + STRIPE_HOLD_CELLS_MAX)
-		c = hmap_put(s->cells, key, len, NULL);
-	if (c != NULL) {
-		c->pending++;
+	if (c != NULL)
 		c->safe = 0;
-	} else {
-		s->blind++;
-		hold++;
-	}
 	pthread_mutex_unlock(&s->lock);
-	return hold;
+	return stripe_index(t, s) * STRIPE_HOLD_SLOTS + (int32_t)slot;
 }
 
-void stripes_release(tally *t, int32_t hold, const void *key, size_t len)
+void stripes_release(tally *t, int32_t hold)
 {
 	stripe *s;
 
-	assert(hold >= 0 && hold / 2 < STRIPES);
-	s = &t->stripes[hold / 2];
+	assert(hold >= 0 && hold < STRIPES * STRIPE_HOLD_SLOTS);
+	s = &t->stripes[hold / STRIPE_HOLD_SLOTS];
 	pthread_mutex_lock(&s->lock);
-	if (hold % 2) {
-		assert(s->blind > 0);
-		s->blind--;
-	} else {
-		stripe_cell *c = hmap_get(s->cells, key, len);
-
-		/* Cells with writes pending are never dropped. */
-		assert(c != NULL && c->pending > 0);
-		if (c != NULL)
-			c->pending--;
-	}
+	assert(s->holds[hold % STRIPE_HOLD_SLOTS] > 0);
+	s->holds[hold % STRIPE_HOLD_SLOTS]--;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -256,6 +251,56 @@ static int value_safe(tally *t, const void *key, size_t len)
 	return v != INT64_MIN && abs64(v) <= STRIPE_VALUE_ABS_MAX;
 }
 
+/* One stripe: its cells' keys are copied under its lock, their stored
+ * values read without it (a read can be a round trip, with the Redis
+ * Cluster store, and writers take stripe locks), and the cells marked
+ * under the lock again. Adds landed meanwhile went to safe cells only,
+ * which the marking keeps in t->striped. */
+static void settle_stripe(tally *t, stripe *s, int unheld)
+{
+	size_t pos = 0, len, n = 0;
+	const void *key;
+	void *val;
+
+	pthread_mutex_lock(&s->lock);
+	while (hmap_next(s->cells, &pos, &key, &len, &val)) {
+		stripe_cell *c = val;
+
+		/* Cells idle for long are dropped to bound memory. */
+		if (c->delta == 0 && ++c->idle > 50) {
+			hmap_del(s->cells, key, len);
+			continue;
+		}
+		assert(n < STRIPE_CELLS_MAX && len <= TALLY_KEY_MAX);
+		memcpy(t->settle_keys + n * TALLY_KEY_MAX, key, len);
+		t->settle_lens[n++] = (uint16_t)len;
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; i < n; i++)
+		t->settle_ok[i] = (uint8_t)value_safe(
+			t, t->settle_keys + i * TALLY_KEY_MAX, t->settle_lens[i]);
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *k = t->settle_keys + i * TALLY_KEY_MAX;
+		stripe_cell *c = hmap_get(s->cells, k, t->settle_lens[i]);
+
+		if (c == NULL)
+			continue;
+		/* Not while a write of it is queued (or may be: writes
+		 * queued before holds began); a cell safe already stays so
+		 * unless a hold came, which cleared it. */
+		c->safe = (uint8_t)(t->settle_ok[i] &&
+		                    s->holds[hold_slot(k, t->settle_lens[i])] ==
+		                            0 &&
+		                    (c->safe || !unheld));
+		/* Every cell that may hold adds counts as striped: queued
+		 * writes must see its adds. */
+		if (c->safe || c->delta != 0)
+			(void)hmap_put(t->striped, k, t->settle_lens[i], NULL);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 void stripes_settle(tally *t)
 {
 	int unheld;
@@ -265,37 +310,7 @@ void stripes_settle(tally *t)
 	pthread_mutex_lock(&t->qlock);
 	unheld = t->taken_total < t->holds_from;
 	pthread_mutex_unlock(&t->qlock);
-
 	hmap_clear(t->striped);
-	for (int i = 0; i < STRIPES; i++) {
-		stripe *s = &t->stripes[i];
-		size_t pos = 0, len;
-		const void *key;
-		void *val;
-
-		pthread_mutex_lock(&s->lock);
-		while (hmap_next(s->cells, &pos, &key, &len, &val)) {
-			stripe_cell *c = val;
-
-			/* Cells idle for long, and holds no longer needed, are
-			 * dropped to bound memory. */
-			if (c->delta == 0 && c->pending == 0 &&
-			    (!c->wanted || ++c->idle > 50)) {
-				s->wanted -= c->wanted;
-				hmap_del(s->cells, key, len);
-				continue;
-			}
-			/* A blind write may be of this very counter: only a
-			 * cell safe already stays so while one is queued. */
-			c->safe = (uint8_t)(c->wanted && c->pending == 0 &&
-			                    (c->safe ||
-			                     (s->blind == 0 && !unheld)) &&
-			                    value_safe(t, key, len));
-			/* Every cell that may hold adds counts as striped,
-			 * safe or not: queued writes must see its adds. */
-			if (c->safe || c->delta != 0)
-				(void)hmap_put(t->striped, key, len, NULL);
-		}
-		pthread_mutex_unlock(&s->lock);
-	}
+	for (int i = 0; i < STRIPES; i++)
+		settle_stripe(t, &t->stripes[i], unheld);
 }

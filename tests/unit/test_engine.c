@@ -2405,9 +2405,8 @@ static void test_counter_add_after_queued_write_in_order(void **state)
 	fx_reopen_with(f, &o);
 	check_add_after_queued_write(f->t, 1);
 
-	/* More queued writes than a stripe has cells to hold them with:
-	 * the rest hold the whole stripe back, and every add still lands
-	 * after its counter's write. */
+	/* More counters queued at once than a stripe has cells: every add
+	 * still lands after its counter's write. */
 	_Atomic long done = 0;
 	char key[16];
 	for (int i = 0; i < 700; i++) {
@@ -2433,6 +2432,38 @@ static void test_counter_add_after_queued_write_in_order(void **state)
 		snprintf(key, sizeof(key), "many%d", i);
 		CHECK_I64(get_of(f->t, key), i + 3);
 	}
+}
+
+/* Holds cost adds little: a thread that queues writes of many other
+ * counters while it adds to a hot one still lands most adds in cells. */
+static void test_counter_add_beside_many_queued_writes(void **state)
+{
+	struct fx *f = *state;
+	tally_options o;
+	memset(&o, 0, sizeof(o));
+	o.durability = TALLY_DURABILITY_ASYNC;
+	fx_reopen_with(f, &o);
+
+	_Atomic long done = 0;
+	char key[16];
+	const int rounds = 50000;
+	for (int i = 0; i < rounds; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		tally_write w = write_incrby(key, strlen(key), 1);
+		CHECK_OK(tally_write_async(f->t, &w, order_cb, (void *)&done));
+		CHECK_OK(tally_counter_add(f->t, "hot", 3, 1));
+	}
+	for (int ms = 0; ms < 60000 && atomic_load(&done) < rounds; ms++)
+		usleep(1000);
+	CHECK_I64(atomic_load(&done), rounds);
+	CHECK_I64(get_of(f->t, "hot"), rounds);
+	CHECK_I64(get_of(f->t, "k0"), 1);
+	CHECK_I64(get_of(f->t, "k49999"), 1);
+	tally_stats st;
+	CHECK_OK(tally_stats_get(f->t, &st));
+	print_message("striped adds: %llu of %d\n",
+	              (unsigned long long)st.striped_adds, rounds);
+	assert_true(st.striped_adds >= (uint64_t)rounds / 2);
 }
 
 #define LIKE_MEMBERS 5000
@@ -4518,6 +4549,7 @@ int main(void)
 	    T(test_caller_commits_on_the_calling_thread),
 	    T(test_threads_counter_add_exact),
 	    T(test_counter_add_after_queued_write_in_order),
+	    T(test_counter_add_beside_many_queued_writes),
 	    T(test_threads_like_overlapping_members_exact),
 	    T(test_write_group_is_contiguous_and_one_batch),
 	    T(test_bad_input_null_handle_einval),
