@@ -222,10 +222,10 @@ typedef struct tally_options {
 	 *  token not found in memory, until the last such token expires).
 	 *  About 100 bytes each. 0: 16777216. Range 16..16777216. */
 	uint32_t tokens_max;
-	/** rocksdb store: most table files RocksDB keeps open at once (past
-	 *  it a read may reopen one); with a few more for its journal and
-	 *  logs, what the handle needs of the process's open-file limit.
-	 *  0: 512. Range 20..1048576. */
+	/** rocksdb store: most files RocksDB keeps open at once, its tables
+	 *  and about 10 of its own (past it a read may reopen a table); with
+	 *  a few more for the journal, what the handle needs of the
+	 *  process's open-file limit. 0: 512. Range 20..1048576. */
 	uint32_t open_files_max;
 } tally_options;
 

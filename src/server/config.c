@@ -31,6 +31,8 @@ static const char usage[] =
 "  --flush-ms N            async mode: fsync interval in ms (100; 1..60000)\n"
 "  --checkpoint-kib N      rocksdb store: KiB of journal between\n"
 "                          background checkpoints (65536; 4..4194304)\n"
+"  --open-files-max N      rocksdb store: most files RocksDB keeps open\n"
+"                          (512; 20..1048576)\n"
 "  --store NAME            rocksdb (default) or redis-cluster\n"
 "  --cluster HOST:PORT,... redis-cluster store: seed nodes\n"
 "  --redis-wait N          redis-cluster store: acknowledge a write only\n"
@@ -102,6 +104,7 @@ static int is_loopback(const char *addr)
 static const char *const value_flags[] = {
 	"--data", "--bind", "--resp-port", "--http-port", "--threads",
 	"--flush-ms", "--store", "--cluster", "--checkpoint-kib",
+	"--open-files-max",
 	"--redis-wait", "--hot-shard-ops", "--hot-shards-max",
 	"--requirepass", "--requirepass-file", "--backup-dir", "--maxclients",
 	"--max-bulk-bytes", "--max-args", "--max-request-bytes",
@@ -132,6 +135,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--store")) c->store = v;
 	else if (!strcmp(f, "--cluster")) c->cluster = v;
 	else if (!strcmp(f, "--checkpoint-kib")) { rc = num(f, v, 4, 1u << 22, &n); c->checkpoint_kib = (uint32_t)n; }
+	else if (!strcmp(f, "--open-files-max")) { rc = num(f, v, 20, 1u << 20, &n); c->open_files_max = (uint32_t)n; }
 	else if (!strcmp(f, "--redis-wait")) { rc = num(f, v, 0, 16, &n); c->redis_wait = (uint32_t)n; }
 	else if (!strcmp(f, "--hot-shard-ops")) { rc = num(f, v, 0, 100000000, &n); c->hot_shard_ops = n ? (uint32_t)n : TALLY_HOT_SHARD_OFF; }
 	else if (!strcmp(f, "--hot-shards-max")) { rc = num(f, v, 1, 256, &n); c->hot_shards_max = (uint32_t)n; }
@@ -183,9 +187,10 @@ static int config_check(const srv_config *c)
 		        "--store redis-cluster only\n");
 		return -1;
 	}
-	if (!strcmp(c->store, "redis-cluster") && c->checkpoint_kib != 0) {
-		fprintf(stderr, "tallyd: --checkpoint-kib applies to --store "
-		        "rocksdb only\n");
+	if (!strcmp(c->store, "redis-cluster") &&
+	    (c->checkpoint_kib != 0 || c->open_files_max != 0)) {
+		fprintf(stderr, "tallyd: --checkpoint-kib and --open-files-max "
+		        "apply to --store rocksdb only\n");
 		return -1;
 	}
 	if (c->resp_port == 0 && c->http_port == 0) {

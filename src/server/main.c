@@ -29,39 +29,31 @@ static void banner(const srv *s)
 	fflush(stdout);
 }
 
-/* Open files kept back from clients for the store (RocksDB's tables, the
- * journal), the listeners, the threads' wake-ups and a backup's copies. */
-enum { FD_RESERVE = 1024 };
-/* Of those, table files RocksDB may keep open (tally_options'
- * open_files_max: its default, and its least). */
-enum { STORE_FILES_MAX = 512, STORE_FILES_MIN = 20 };
-
-/* Table files the store may keep open: half of what is left beside the
- * clients, at most the store's default. */
-static uint32_t store_files(rlim_t limit, uint32_t maxclients)
-{
-	rlim_t left;
-
-	if (limit == RLIM_INFINITY || limit >= (rlim_t)maxclients + FD_RESERVE)
-		return STORE_FILES_MAX;
-	left = limit > maxclients ? limit - maxclients : 0;
-	return left / 2 < STORE_FILES_MIN ? STORE_FILES_MIN : (uint32_t)(left / 2);
-}
+/* Open files kept back from clients besides the store's tables: the
+ * journal and RocksDB's other files, the listeners, the threads'
+ * wake-ups and a backup's copies. */
+enum { FD_SERVER = 512 };
+/* The least the store may be given (tally_options.open_files_max's). */
+enum { STORE_FILES_MIN = 20 };
 
 /* Every client holds a descriptor, and so does every file of the store:
  * clients that took the last ones would leave the store unable to open a
  * table (writes refused) and later clients waiting, unanswered, in the
  * listen backlog. So the soft limit on open files is raised as far as
- * --maxclients needs (up to the hard limit), and where that is not far
- * enough, fewer clients are served, as Redis does, and the log says so.
- * Returns how many table files the store may keep open. */
-static uint32_t fit_maxclients(srv_config *cfg)
+ * --maxclients and --open-files-max need (up to the hard limit), and
+ * where that is not far enough, fewer clients are served, as Redis does,
+ * the store keeps fewer files open, and the log says so. Returns how many
+ * files the store may keep open. */
+static uint32_t fit_maxclients(srv_config *cfg, uint32_t files)
 {
 	struct rlimit rl;
-	rlim_t want = (rlim_t)cfg->maxclients + FD_RESERVE, reserve, fit;
+	rlim_t keep = (rlim_t)files + FD_SERVER;
+	rlim_t want = (rlim_t)cfg->maxclients + keep, reserve, fit, left;
+	uint32_t store;
+	int lowered;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return STORE_FILES_MAX;
+		return files;
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
 		struct rlimit up = rl;
 
@@ -73,22 +65,30 @@ static uint32_t fit_maxclients(srv_config *cfg)
 			rl.rlim_cur = up.rlim_cur;
 	}
 	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
-		return STORE_FILES_MAX;
-	reserve = rl.rlim_cur / 2 < FD_RESERVE ? rl.rlim_cur / 2 : FD_RESERVE;
+		return files;
+	reserve = rl.rlim_cur / 2 < keep ? rl.rlim_cur / 2 : keep;
 	/* Never more clients than asked for, never none. */
 	fit = rl.rlim_cur - reserve > 0 ? rl.rlim_cur - reserve : 1;
-	if (fit >= cfg->maxclients)
-		return store_files(rl.rlim_cur, cfg->maxclients);
-	srv_log(cfg, LOG_WARN,
-	        "--maxclients %u needs %llu open files and this process may "
-	        "open %llu (ulimit -n, hard limit %llu): serving at most %llu "
-	        "clients, %llu files kept for the store",
-	        cfg->maxclients, (unsigned long long)want,
-	        (unsigned long long)rl.rlim_cur,
-	        (unsigned long long)rl.rlim_max, (unsigned long long)fit,
-	        (unsigned long long)reserve);
-	cfg->maxclients = (uint32_t)fit;
-	return store_files(rl.rlim_cur, cfg->maxclients);
+	lowered = fit < cfg->maxclients;
+	if (lowered)
+		cfg->maxclients = (uint32_t)fit;
+	/* The store gets half of what the clients leave. */
+	left = rl.rlim_cur > cfg->maxclients ? rl.rlim_cur - cfg->maxclients
+	                                     : 0;
+	store = left / 2 < STORE_FILES_MIN ? STORE_FILES_MIN
+	        : left / 2 < files         ? (uint32_t)(left / 2)
+	                                   : files;
+	srv_log(cfg, lowered ? LOG_WARN : LOG_INFO,
+	        "--maxclients %llu and --open-files-max %u need %llu open "
+	        "files and this process may open %llu (ulimit -n, hard limit "
+	        "%llu): %s %u clients, the store keeping at most %u files "
+	        "open",
+	        (unsigned long long)(want - keep), files,
+	        (unsigned long long)want, (unsigned long long)rl.rlim_cur,
+	        (unsigned long long)rl.rlim_max,
+	        lowered ? "serving at most" : "serving all", cfg->maxclients,
+	        store);
+	return store;
 }
 
 int main(int argc, char **argv)
@@ -110,7 +110,9 @@ int main(int argc, char **argv)
 		        "random numbers?)\n");
 		return 1;
 	}
-	o.open_files_max = fit_maxclients(&s.cfg);
+	o.open_files_max = fit_maxclients(&s.cfg, s.cfg.open_files_max
+	                                              ? s.cfg.open_files_max
+	                                              : 512);
 	/* Signals are taken by sigwait below, never by a worker thread. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);

@@ -34,6 +34,7 @@ typedef struct srv_config {
 	                                TALLY_HOT_SHARD_OFF for 0 */
 	uint32_t hot_shards_max;     /* --hot-shards-max N, 0 not given */
 	uint32_t checkpoint_kib;     /* --checkpoint-kib N, 0: the default */
+	uint32_t open_files_max;     /* --open-files-max N, 0: 512 */
 	const char *requirepass;     /* --requirepass or --requirepass-file */
 	const char *requirepass_file; /* --requirepass-file */
 	uint32_t maxclients;         /* --maxclients, 10000 */

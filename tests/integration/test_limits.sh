@@ -468,7 +468,7 @@ TALLYD=$TMP/tallyd-300
 start_tallyd "$TMP/fit"
 TALLYD=$REAL_TALLYD
 assert_contains "the log says how many clients it serves" "$(cat "$T_LOG")" \
-	"--maxclients 10000 needs 11024 open files and this process may open 300"
+	"--maxclients 10000 and --open-files-max 512 need 11024 open files and this process may open 300 (ulimit -n, hard limit 300): serving at most 150 clients, the store keeping at most 75 files open"
 assert_contains "INFO shows the fitted maxclients" "$(rcli info clients)" "maxclients:150"
 # The probes' and INFO's connections are gone once INFO counts only itself.
 for ((i = 0; i < 50; i++)); do
@@ -497,8 +497,21 @@ fi
 for fd in "${fds[@]}"; do exec {fd}>&-; done
 stop_and_check
 if ! on_cluster; then
+	# --open-files-max is what RocksDB is given when the limit allows.
+	start_tallyd "$TMP/files64" --open-files-max 64
+	stop_and_check
+	assert_contains "--open-files-max 64 reaches RocksDB" \
+		"$(cat "$TMP"/files64/OPTIONS-*)" "max_open_files=64"
+	out=$("$TALLYD" --data "$TMP/files19" --open-files-max 19 2>&1) && rc=0 || rc=$?
+	assert_eq "--open-files-max 19 is refused (exit 2)" "2" "$rc"
+	assert_contains "... naming the range" "$out" "20..1048576"
+	out=$("$TALLYD" --store redis-cluster --cluster 127.0.0.1:1 \
+		--open-files-max 64 2>&1) && rc=0 || rc=$?
+	assert_eq "--open-files-max with the cluster store: exit 2, and says why" \
+		"2 tallyd: --checkpoint-kib and --open-files-max apply to --store rocksdb only" \
+		"$rc $out"
 	# The store keeps to half of what the clients leave: RocksDB holds
-	# at most (300 - 150) / 2 table files open.
+	# at most (300 - 150) / 2 files open.
 	assert_contains "RocksDB's open table files fit the limit too" \
 		"$(cat "$TMP"/fit/OPTIONS-*)" "max_open_files=75"
 fi
