@@ -61,37 +61,54 @@ static int absolute(const char *path, char *buf, size_t cap)
 	return CLI_OK;
 }
 
-/* The folder the server reached says it serves (INFO's data_dir), into
- * buf: CLI_OK with *found 1, or 0 when its reply names none; or the
- * error of the call (printed by client_call()). */
-static int served_dir(client *c, char *buf, size_t cap, int *found)
+/* One field of an INFO reply, into buf: 1, or 0 when the reply has none
+ * (or one too long for buf). */
+static int info_field(const redisReply *r, const char *name, char *buf,
+                      size_t cap)
+{
+	char key[32];
+	const char *p, *end;
+
+	snprintf(key, sizeof key, "\n%s:", name);
+	if (r->type != REDIS_REPLY_STRING || (p = strstr(r->str, key)) == NULL)
+		return 0;
+	p += strlen(key);
+	end = strpbrk(p, "\r\n");
+	if (end == NULL || (size_t)(end - p) >= cap)
+		return 0;
+	memcpy(buf, p, (size_t)(end - p));
+	buf[end - p] = '\0';
+	return 1;
+}
+
+/* What the server reached says of itself (INFO server): the folder it
+ * serves, and its --backup-dir folder (empty: none). CLI_OK; *found 0
+ * when it names no folder served; or the error of the call (printed by
+ * client_call()). */
+static int served_dirs(client *c, char *served, char *backups, size_t cap,
+                       int *found)
 {
 	const char *argv[2] = { "INFO", "server" };
-	const char *p, *end;
 	redisReply *r = NULL;
 	int rc = client_call(c, 2, argv, &r);
 
 	*found = 0;
+	backups[0] = '\0';
 	if (rc != CLI_OK)
 		return rc;
-	if (r->type == REDIS_REPLY_STRING &&
-	    (p = strstr(r->str, "\ndata_dir:")) != NULL) {
-		p += strlen("\ndata_dir:");
-		end = strpbrk(p, "\r\n");
-		if (end != NULL && (size_t)(end - p) < cap) {
-			memcpy(buf, p, (size_t)(end - p));
-			buf[end - p] = '\0';
-			*found = 1;
-		}
-	}
+	*found = info_field(r, "data_dir", served, cap);
+	if (!info_field(r, "backup_dir", backups, cap))
+		backups[0] = '\0';
 	freeReplyObject(r);
 	return CLI_OK;
 }
 
 /* CLI_OK when the server reached serves dir: any tallyd may listen on
  * the port asked (the default one included), and a backup of another
- * folder than the one named would be reported as the one asked for. */
-static int same_server(client *c, const char *dir)
+ * folder than the one named would be reported as the one asked for.
+ * backups receives the server's --backup-dir folder, or "". */
+static int same_server(client *c, const char *dir, char *backups,
+                       size_t cap)
 {
 	char mine[PATH_MAX], served[PATH_MAX];
 	int found, rc;
@@ -100,7 +117,7 @@ static int same_server(client *c, const char *dir)
 		fprintf(stderr, "tally: %s: %s\n", dir, strerror(errno));
 		return CLI_ERR;
 	}
-	rc = served_dir(c, served, sizeof served, &found);
+	rc = served_dirs(c, served, backups, cap, &found);
 	if (rc != CLI_OK)
 		return rc; /* said by client_call() */
 	if (found && strcmp(mine, served) == 0)
@@ -119,24 +136,41 @@ static int same_server(client *c, const char *dir)
 static int backup_remote(const cli_ctx *ctx, const char *dir,
                          const char *out)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], backups[PATH_MAX], where[PATH_MAX];
 	const char *argv[2] = { "TALLY.BACKUP", path };
 	redisReply *r = NULL;
 	client c;
-	int rc = absolute(out, path, sizeof path);
+	int rc;
 
-	if (rc != CLI_OK)
-		return rc;
 	fprintf(stderr, "tally: %s is in use by a running tallyd: asking the "
-	        "server at %s:%d to write the backup to %s\n", dir, ctx->host,
-	        ctx->port, path);
+	        "server at %s:%d for the backup\n", dir, ctx->host, ctx->port);
 	rc = client_open(&c, ctx);
 	if (rc != CLI_OK)
 		return rc;
-	rc = same_server(&c, dir);
+	rc = same_server(&c, dir, backups, sizeof backups);
 	if (rc != CLI_OK) {
 		client_close(&c);
 		return rc;
+	}
+	/* A server kept to its --backup-dir puts a bare name there, as
+	 * TALLY.BACKUP does; anything else is a path from here. */
+	if (backups[0] != '\0' && strchr(out, '/') == NULL) {
+		int n = snprintf(where, sizeof where, "%s/%s", backups, out);
+
+		if (n < 0 || (size_t)n >= sizeof where ||
+		    strlen(out) >= sizeof path) {
+			fprintf(stderr, "tally: the backup path is too long\n");
+			client_close(&c);
+			return CLI_ERR;
+		}
+		snprintf(path, sizeof path, "%s", out);
+	} else {
+		rc = absolute(out, path, sizeof path);
+		if (rc != CLI_OK) {
+			client_close(&c);
+			return rc;
+		}
+		snprintf(where, sizeof where, "%s", path);
 	}
 	client_timeout(&c, CLIENT_SLOW_TIMEOUT_MS);
 	rc = client_call(&c, 2, argv, &r);
@@ -144,7 +178,7 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 	    r->type != REDIS_REPLY_STRING)
 		rc = client_bad_reply("TALLY.BACKUP", "OK");
 	if (rc == CLI_OK)
-		report(ctx, dir, path, c.where);
+		report(ctx, dir, where, c.where);
 	freeReplyObject(r);
 	client_close(&c);
 	return rc;

@@ -194,8 +194,10 @@ static int section_on(size_t n, char *const *want, const char *name)
 }
 
 /* The folder served, resolved (`tally backup` checks that the server it
- * reaches holds the folder it names), and the section's end. A path with a
- * line break in it would break INFO's lines: it is left out. */
+ * reaches holds the folder it names), the --backup-dir folder (resolved
+ * at start: `tally backup` sends a bare name there), and the section's
+ * end. A path with a line break in it would break INFO's lines: it is
+ * left out. */
 static void data_dir_line(text *t, const srv *s)
 {
 	char real[PATH_MAX];
@@ -204,6 +206,8 @@ static void data_dir_line(text *t, const srv *s)
 	    realpath(s->cfg.data_dir, real) != NULL &&
 	    strpbrk(real, "\r\n") == NULL)
 		tx(t, "data_dir:%s\r\n", real);
+	if (s->cfg.backup_dir != NULL && strpbrk(s->cfg.backup_dir, "\r\n") == NULL)
+		tx(t, "backup_dir:%s\r\n", s->cfg.backup_dir);
 	tx(t, "\r\n");
 }
 

@@ -331,6 +331,17 @@ assert_eq "nor next to it" "no" "$([ -e "$TMP/three" ] && echo yes || echo no)"
 out=$(timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$TMP/data2" \
 	"$BDIR/four" 2>&1) || true
 assert_contains "tally backup into the folder" "$out" "written to $BDIR/four"
+RBDIR=$(realpath "$BDIR")
+assert_contains "INFO names the --backup-dir folder" "$(rcli INFO server)" \
+	"backup_dir:$RBDIR"
+# A bare name goes into the server's folder, as TALLY.BACKUP takes it,
+# whatever folder tally runs in (it was made a path from there, and
+# refused).
+out=$(cd "$TMP/outside" && timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup \
+	--data "$TMP/data2" five 2>&1) && rc=0 || rc=$?
+assert_eq "tally backup with a bare name: exit 0" "0" "$rc"
+assert_contains "... says where it went" "$out" "written to $RBDIR/five"
+assert_eq "... and it is there" "yes" "$([ -f "$BDIR/five/CURRENT" ] && echo yes || echo no)"
 stop_and_check
 start_tallyd "$BDIR/one"
 assert_eq "a copy made there serves its data" "7" "$(rcli GET k)"
