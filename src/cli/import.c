@@ -97,6 +97,7 @@ struct import_run {
 	uint64_t differ;    /* counts that came out other than the file's */
 	uint64_t lost;      /* records failed, counted in by a mark written */
 	uint64_t unmarked;  /* records failed, no mark written since */
+	uint64_t marked;    /* the highest mark written: records in */
 };
 
 typedef struct import_sum {
@@ -411,6 +412,8 @@ static void write_done(void *arg, int err, int64_t result)
 		if (err == TALLY_OK) {
 			run->lost += run->unmarked;
 			run->unmarked = 0;
+			if (g->mark > run->marked)
+				run->marked = g->mark;
 		}
 		run->free_ids[run->nfree++] = (uint32_t)(g - run->groups);
 		pthread_cond_signal(&run->freed);
@@ -598,8 +601,13 @@ static int replay_report_err(const replay_pass *rp, const char *dir)
 		        "written are counted as imported by a mark written "
 		        "after them (%s): a rerun does not retry them\n",
 		        run->lost, rp->s->mark);
-	fprintf(stderr, "tally: the records that are in are marked: rerun "
-	        "the same import to write the rest\n");
+	if (run->marked < rp->s->nrec)
+		fprintf(stderr, "tally: the records that are in are marked: "
+		        "rerun the same import to write the rest (from record "
+		        "%" PRIu64 ")\n", run->marked);
+	else
+		fprintf(stderr, "tally: every other record is in and marked: "
+		        "a rerun writes nothing\n");
 	return CLI_ERR;
 }
 
@@ -622,6 +630,7 @@ static int replay_all(tally *t, const char *dir, const char *ctype,
 	rp->t = t;
 	rp->ctype = ctype;
 	rp->resume = rp->next = rp->marked = sum->resumed_at;
+	rp->run.marked = sum->resumed_at;
 	objmap_clear(&s->objs);
 	out_progress_init(&rp->prog, "records imported", OFFLINE_PROGRESS_EVERY,
 	                  progress);

@@ -176,6 +176,38 @@ t_import() {
 	absent 'differ' out.txt
 }
 
+# A record the store refuses (a count past int64) is reported, counted as
+# lost, and the records after it in its group still go in; the run exits 1
+# and says whether a rerun has anything left to write.
+t_import_lost_record() {
+	python3 rec.py pack big.rec "6 1 $((T0 + 1)) 99 0 9223372036854775805"
+	printf '6 view total\n' >big.rec.types
+	run_status 0 "$TALLY" import --data d5 --ctype article big.rec
+	python3 rec.py pack more.rec \
+		"6 1 $((T0 + 2)) 99 0 1" \
+		"6 1 $((T0 + 3)) 99 0 2" \
+		"6 1 $((T0 + 4)) 99 0 3" \
+		"6 1 $((T0 + 5)) 100 0 4"
+	printf '6 view total\n' >more.rec.types
+	run_status 1 "$TALLY" import --data d5 --ctype article more.rec
+	grep -q 'record 2 of more.rec could not be written' err.txt
+	grep -q '^tally: 1 records that could not be written' err.txt
+	grep -q 'every other record is in and marked: a rerun writes nothing' err.txt
+	absent 'rerun the same import' err.txt
+	run_status 0 "$TALLY" export --data d5 --ctype article lost.rec
+	python3 - <<'PY'
+import struct
+last = {}
+data = open('lost.rec', 'rb').read()
+for off in range(0, len(data), 24):
+    w0, w1, tot = struct.unpack('>QQq', data[off:off + 24])
+    last[w1 >> 32] = tot
+assert last == {99: 2**63 - 1, 100: 4}, last
+PY
+	run_status 0 "$TALLY" import --data d5 --ctype article more.rec
+	grep -q 'nothing written' out.txt
+}
+
 t_export_round_trip() {
 	run_status 0 "$TALLY" export --data d1 --ctype article e1.rec
 	grep -q "exported $EVENTS records" out.txt
@@ -456,6 +488,7 @@ check "version and help exit 0" t_version_help
 check "usage errors exit 2" t_usage_errors
 check "unreachable server exits 3 naming host:port" t_unreachable_server
 check "import of hand-made records" t_import
+check "import: a record the store refuses is reported, the rest go in" t_import_lost_record
 check "export gives back every object's events" t_export_round_trip
 check "export, import, export is byte-identical" t_export_import_export_identical
 check "an export's files and folder are synced" t_export_synced
