@@ -20,7 +20,10 @@ enum {
 	HTTP_FIELD_NAME_MAX = 32,
 	HTTP_METHOD_MAX = 16,
 	/* An Expect value longer than this is not "100-continue" with spaces. */
-	HTTP_EXPECT_MAX = 32
+	HTTP_EXPECT_MAX = 32,
+	/* An empty buffer larger than this is let go: one large body would
+	 * otherwise stay with its keep-alive connection for life. */
+	HTTP_BUF_KEEP = 64 * 1024
 };
 
 /* A growable byte buffer with a hard cap; always NUL-terminated once
@@ -56,6 +59,10 @@ struct http_conn {
 	int in_expect;                  /* the current value is Expect */
 	char expect[HTTP_EXPECT_MAX + 1];
 	size_t expect_len;              /* > HTTP_EXPECT_MAX: not 100-continue */
+	int in_te;                      /* the current value is Transfer-Encoding */
+	int te_count;                   /* Transfer-Encoding fields seen */
+	char te[HTTP_EXPECT_MAX + 1];
+	size_t te_len;                  /* > HTTP_EXPECT_MAX: not "chunked" */
 	int continue_due;               /* a 100 Continue is owed (take once) */
 	size_t head_bytes;              /* bytes consumed before headers end */
 	int headers_done;
@@ -94,6 +101,12 @@ static void buf_free(http_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+}
+
+static void buf_shrink(http_buf *b)
+{
+	if (b->len == 0 && b->cap > HTTP_BUF_KEEP)
+		buf_free(b);
 }
 
 /* Record the first error; later ones would only hide its cause. */
@@ -178,6 +191,9 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 		c->in_expect = equal_nocase(c->field, c->field_len, "expect");
 		if (c->in_expect)
 			c->expect_len = 0;
+		c->in_te = equal_nocase(c->field, c->field_len,
+		                        "transfer-encoding");
+		c->te_count += c->in_te;
 		/* Two credentials are ambiguous: refuse rather than pick. */
 		if (c->in_auth && c->has_auth)
 			return conn_fail(c, 400, "duplicate Authorization header");
@@ -188,6 +204,11 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 		for (size_t i = 0; i < len && c->expect_len <= HTTP_EXPECT_MAX;
 		     i++)
 			c->expect[c->expect_len++] = at[i];
+		return 0;
+	}
+	if (c->in_te) {
+		for (size_t i = 0; i < len && c->te_len <= HTTP_EXPECT_MAX; i++)
+			c->te[c->te_len++] = at[i];
 		return 0;
 	}
 	if (!c->in_auth)
@@ -201,6 +222,23 @@ static int on_headers_complete(http_parser *p)
 {
 	http_conn *c = conn_of(p);
 	c->headers_done = 1;
+	if (p->http_major != 1)
+		return conn_fail(c, 505, "only HTTP/1.0 and HTTP/1.1 are "
+		                 "served");
+	/* Only chunked is a transfer coding this server decodes (RFC 9112
+	 * section 6.1: anything else is 501), and HTTP/1.0 has none: its
+	 * framing would be in doubt. */
+	if (c->te_count > 0) {
+		size_t tl = c->te_len <= HTTP_EXPECT_MAX ? c->te_len : 0;
+		const char *te = parse_trim_ows(c->te, &tl);
+
+		if (p->http_minor == 0)
+			return conn_fail(c, 400, "Transfer-Encoding in an "
+			                 "HTTP/1.0 request");
+		if (c->te_count > 1 || !equal_nocase(te, tl, "chunked"))
+			return conn_fail(c, 501, "only the chunked transfer "
+			                 "coding is supported");
+	}
 	/* Refuse a declared oversize body before reading any of it. */
 	if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->lim.body_max)
 		return conn_fail(c, 413, "request body too large");
@@ -285,11 +323,14 @@ static void conn_reset_message(http_conn *c)
 {
 	c->url.len = c->body.len = c->auth.len = 0;
 	c->path.len = c->query.len = 0;
+	buf_shrink(&c->body);
 	c->field_len = 0;
 	c->hdr_last = HDR_NONE;
 	c->in_auth = c->has_auth = 0;
 	c->in_expect = 0;
 	c->expect_len = 0;
+	c->in_te = c->te_count = 0;
+	c->te_len = 0;
 	c->continue_due = 0;
 	c->head_bytes = 0;
 	c->headers_done = 0;
@@ -398,6 +439,7 @@ static void conn_compact(http_conn *c)
 	memmove(c->in.p, c->in.p + c->in_off, c->in.len - c->in_off);
 	c->in.len -= c->in_off;
 	c->in_off = 0;
+	buf_shrink(&c->in);
 }
 
 int http_conn_feed(http_conn *c, const char *buf, size_t len)

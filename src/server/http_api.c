@@ -38,7 +38,12 @@ enum {
 	API_CAPS_MAX = 4,         /* path captures in the longest pattern */
 	API_MSG_MAX = 256,        /* error message bytes */
 	API_SHOW_MAX = 64,        /* bytes of user input quoted in a message */
-	API_QVAL_MAX = 32         /* bytes of one decoded query value */
+	API_QVAL_MAX = 32,        /* bytes of one decoded query value */
+	/* JSON values in a body: an event has at most 8 fields, so this
+	 * leaves room for API_EVENTS_MAX of them, and no more. The parse
+	 * takes a few hundred bytes per value: bounding them before it
+	 * keeps a 1 MiB body of tiny values from costing 80 MiB. */
+	API_JSON_VALUES_MAX = API_EVENTS_MAX * 24
 };
 
 /* Ids up to 2^53 are exact as JSON numbers in every reader (doubles). */
@@ -443,13 +448,80 @@ static void h_counter_get(api_ctx *x)
 
 /* ---- request bodies ----------------------------------------------------- */
 
-/* The body as JSON; replies 400 (and returns NULL) when it is not. */
+/* An upper bound on the values of a JSON text (each but the first
+ * follows a '[', ',' or ':' outside strings), and the elements of a
+ * top-level array (0 for anything else), read without parsing. */
+static size_t json_values_bound(const char *p, size_t n, size_t *top)
+{
+	size_t values = 1, depth = 0, i = 0;
+	int in_str = 0, top_array = 0;
+
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' ||
+	                 p[i] == '\n'))
+		i++;
+	top_array = i < n && p[i] == '[';
+	*top = 0;
+	for (; i < n; i++) {
+		char c = p[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = 0;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_str = 1;
+			break;
+		case '[':
+		case '{':
+			values += c == '[';
+			if (depth++ == 0 && top_array)
+				*top = 1;
+			break;
+		case ']':
+		case '}':
+			if (depth > 0)
+				depth--;
+			break;
+		case ',':
+			values++;
+			*top += depth == 1 && top_array;
+			break;
+		case ':':
+			values++;
+			break;
+		default:
+			break;
+		}
+	}
+	return values;
+}
+
+/* The body as JSON; replies 400 (and returns NULL) when it is not, or
+ * holds more values than any request needs. */
 static json_t *body_json(api_ctx *x)
 {
 	json_error_t e;
 	char s[API_SHOW_MAX + 4];
-	json_t *j = json_loadb(x->rq->body, x->rq->body_len,
-	                       JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+	size_t top, values = json_values_bound(x->rq->body, x->rq->body_len,
+	                                       &top);
+	json_t *j;
+
+	if (top > API_EVENTS_MAX) {
+		reply_err(x->rs, 400, "at most %d events per request",
+		          API_EVENTS_MAX);
+		return NULL;
+	}
+	if (values > API_JSON_VALUES_MAX) {
+		reply_err(x->rs, 400, "the body holds more than %d JSON values",
+		          API_JSON_VALUES_MAX);
+		return NULL;
+	}
+	j = json_loadb(x->rq->body, x->rq->body_len,
+	               JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
 	if (j == NULL)
 		reply_err(x->rs, 400, "invalid JSON: %s (line %d, column %d)",
 		          show(e.text, strlen(e.text), s), e.line, e.column);
