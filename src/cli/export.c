@@ -37,6 +37,7 @@ typedef struct export_run {
 	uint64_t ctypes;              /* content types written */
 	uint64_t scanned, written;
 	uint64_t skip_content, skip_member, skip_time;
+	int io_errno;                 /* of the write that failed */
 	out_progress prog;
 } export_run;
 
@@ -105,8 +106,11 @@ static int export_visit(void *arg, const tally_event_rec *ev)
 		x->ctypes++;
 	}
 	record_pack(w, buf);
-	if (fwrite(buf, RECORD_SIZE, 1, x->f) != 1)
+	if (fwrite(buf, RECORD_SIZE, 1, x->f) != 1) {
+		/* The scan may call more before it returns. */
+		x->io_errno = errno;
 		return EXPORT_STOP_IO;
+	}
 	x->written++;
 	return 0;
 }
@@ -131,7 +135,7 @@ static int export_scan(tally *t, const char *dir, export_run *x,
 	out_progress_done(&x->prog, x->scanned);
 	if (rc == EXPORT_STOP_IO) {
 		fprintf(stderr, "tally: cannot write %s: %s\n", p->part,
-		        strerror(errno));
+		        strerror(x->io_errno));
 		return CLI_ERR;
 	}
 	if (rc == EXPORT_STOP_TYPE) {

@@ -137,6 +137,9 @@ int main(int argc, char **argv)
 	                .password = getenv("TALLY_PASSWORD") };
 	int i = 1, rc = CLI_OK;
 
+	/* An empty TALLY_PASSWORD is none: AUTH "" fails on every server. */
+	if (ctx.password != NULL && ctx.password[0] == '\0')
+		ctx.password = NULL;
 	for (; i < argc && argv[i][0] == '-' && rc == CLI_OK; i++)
 		rc = global_option(&ctx, argc, argv, &i);
 	if (rc != CLI_OK)

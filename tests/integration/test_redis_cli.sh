@@ -100,6 +100,10 @@ assert_eq "CONFIG GET takes several patterns, each setting once" \
 	"$(rcli config get 'p?rt' 'max[a-c]*' '*clients' | paste -sd' ')"
 assert_eq "CONFIG GET of a setting tally does not have: an empty map" \
 	"" "$(rcli config get 'maxmemory*')"
+if [ -z "$T_PASS" ]; then
+	assert_eq "tally with TALLY_PASSWORD set empty sends no AUTH" "PONG" \
+		"$(TALLY_PASSWORD= timeout 20 "$BUILD_DIR/tally" -p "$T_RESP" ping 2>&1)"
+fi
 assert_eq "CONFIG SET says why it is refused" \
 	"(error) ERR CONFIG SET is not supported: tally is configured by flags (see tallyd --help)" \
 	"$(rcn config set save '')"
