@@ -31,16 +31,20 @@
  * run stops at its first refusal.
  * n is the shard count read (1 without KEYS[3]); a token already there
  * returns its saved string, so a resend or a client retry answers like the
- * first run and changes nothing. */
+ * first run and changes nothing. A run that changed nothing (every delta
+ * refused) saves no token: a retry is a first run again, as with the
+ * rocksdb store, which keeps a client's token only for a write made. */
 #define RC_LUA_ADD \
 "local t = redis.call('GET', KEYS[2])\n" \
 "if t then redis.call('SET', KEYS[2], t, 'KEEPTTL'); return t end\n" \
 "local n = '1'\n" \
 "if KEYS[3] then n = redis.call('GET', KEYS[3]) or '1' end\n" \
 "local s\n" \
+"local made = false\n" \
 "if ARGV[2] ~= '' then\n" \
 "  local r = redis.pcall('INCRBY', KEYS[1], ARGV[2])\n" \
 "  if not (type(r) == 'table' and r.err) then\n" \
+"    made = true\n" \
 "    s = n .. '|=' .. redis.call('GET', KEYS[1]) end\n" \
 "end\n" \
 "if not s then\n" \
@@ -53,12 +57,12 @@
 "        e = type(r) == 'table' and r.err ~= nil\n" \
 "      end\n" \
 "      if e then out[#out + 1] = 'E'\n" \
-"      else out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
+"      else made = true; out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
 "    end\n" \
 "  end\n" \
 "  s = n .. '|' .. table.concat(out, ',')\n" \
 "end\n" \
-"redis.call('SET', KEYS[2], s, 'EX', ARGV[1])\n" \
+"if made then redis.call('SET', KEYS[2], s, 'EX', ARGV[1]) end\n" \
 "return s\n"
 
 /* SET or DEL of a named counter, allowed only while it has one shard: the

@@ -211,7 +211,9 @@ size_t rc_esc(char *buf, const uint8_t *name, size_t len)
 	for (size_t i = 0; i < len; i++) {
 		uint8_t b = name[i];
 
-		if (b == '{' || b == '}' || b == '%') {
+		/* A NUL too: keys are put together with "%.*s", which
+		 * would end at it ("a\0b" became "a"). */
+		if (b == '{' || b == '}' || b == '%' || b == '\0') {
 			n += (size_t)sprintf(buf + n, "%%%02X", b);
 		} else {
 			buf[n++] = (char)b;

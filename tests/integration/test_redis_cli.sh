@@ -468,6 +468,25 @@ assert_contains "... while an ID token may hold one" "$raw" ':1\r\n+OK'
 assert_eq "... and only the second was counted" "(integer) 1" \
 	"$(rcn tally.count id like 1)"
 
+# A named counter's name may hold a NUL byte: "nul\0b" is not "nul" (the
+# cluster store cut it there, and counted both in one).
+raw=$(raw_resp "$T_RESP" '*3\r\n$6\r\nINCRBY\r\n$3\r\nnul\r\n$1\r\n5\r\n*3\r\n$6\r\nINCRBY\r\n$5\r\nnul\x00b\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$3\r\nnul\r\n*1\r\n$4\r\nQUIT\r\n')
+assert_contains "a counter whose name holds a NUL is a counter of its own" "$raw" \
+	':5\r\n:1\r\n$1\r\n5\r\n+OK'
+
+section "an ID whose write was refused is free for its retry"
+rcli tally.type add ovf total >/dev/null
+assert_eq "a count at int64's top" "(integer) 9223372036854775807" \
+	"$(rcn tally.add page ovf 5 0 DELTA 9223372036854775807)"
+assert_match "one more with an ID: refused" '^\(error\) ' \
+	"$(rcn tally.add page ovf 5 0 DELTA 1 ID retry-ovf)"
+assert_eq "room made" "(integer) 9223372036854775797" \
+	"$(rcn tally.remove page ovf 5 0 DELTA 10)"
+assert_eq "the retry with the same ID is a first run" "(integer) 9223372036854775798" \
+	"$(rcn tally.add page ovf 5 0 DELTA 1 ID retry-ovf)"
+assert_eq "... whose own retry changes nothing" "(integer) 9223372036854775798" \
+	"$(rcn tally.add page ovf 5 0 DELTA 1 ID retry-ovf)"
+
 section "RESP3"
 hello=$(timeout 10 redis-cli -3 --no-raw -p "$T_RESP" hello 3 2>&1 || true)
 assert_contains "HELLO 3 is a map (redis-cli -3)" "$hello" '1# "server" => "tally"'
