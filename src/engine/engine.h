@@ -77,7 +77,8 @@ typedef struct schema {
 /* Remembered idempotency tokens (committer-only after open). */
 typedef struct tokens {
 	hmap *map;                   /* token -> tok_val */
-	uint8_t **fifo;              /* oldest first: len byte + token */
+	uint8_t **fifo;              /* oldest first: len byte, expiry
+	                                queued with, token (tokens.c) */
 	size_t fifo_head, fifo_len, fifo_cap;
 	uint32_t retention_ms;
 	uint32_t max;                /* most kept (tally_options.tokens_max) */

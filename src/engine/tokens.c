@@ -1,7 +1,13 @@
 /* tokens.c: idempotency tokens remembered for the retention window. The
  * committer owns the table: a hash for lookups and a FIFO (oldest first)
  * so that expiry costs O(expired). Persistence is the store's, in the same
- * batch as the write a token guards. */
+ * batch as the write a token guards.
+ *
+ * A FIFO entry carries the expiry it was queued with. A token used again
+ * after its window (before its purge) gets a new expiry and a new entry
+ * at the tail; its old entry, no longer matching the table, is dropped
+ * when it reaches the head. Moving nothing, a renewed token at the head
+ * held back the expiry of every token behind it for a whole window. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +33,37 @@ void tokens_free(tokens *k)
 	memset(k, 0, sizeof *k);
 }
 
-static int fifo_push(tokens *k, const uint8_t *tok, size_t len)
+/* An entry: the token's length, the expiry it was queued with, the
+ * token. */
+enum { ENTRY_HEAD = 1 + sizeof(int64_t) };
+
+static int64_t entry_expiry(const uint8_t *e)
+{
+	int64_t x;
+
+	memcpy(&x, e + 1, sizeof x);
+	return x;
+}
+
+/* The table's value of the entry's token when the entry is its live one;
+ * NULL for an entry left behind by a renewal or an eviction. */
+static const tok_val *entry_live(const tokens *k, const uint8_t *e)
+{
+	const tok_val *v = hmap_get(k->map, e + ENTRY_HEAD, e[0]);
+
+	return v != NULL && v->expiry_ms == entry_expiry(e) ? v : NULL;
+}
+
+static void fifo_pop(tokens *k)
+{
+	assert(k->fifo_len > 0);
+	free(k->fifo[k->fifo_head]);
+	k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
+	k->fifo_len--;
+}
+
+static int fifo_push(tokens *k, const uint8_t *tok, size_t len,
+                     int64_t expiry_ms)
 {
 	uint8_t *e;
 
@@ -45,11 +81,12 @@ static int fifo_push(tokens *k, const uint8_t *tok, size_t len)
 		k->fifo_cap = cap;
 		k->fifo_head = 0;
 	}
-	e = malloc(len + 1);
+	e = malloc(ENTRY_HEAD + len);
 	if (e == NULL)
 		return TALLY_ENOMEM;
 	e[0] = (uint8_t)len;
-	memcpy(e + 1, tok, len);
+	memcpy(e + 1, &expiry_ms, sizeof expiry_ms);
+	memcpy(e + ENTRY_HEAD, tok, len);
 	k->fifo[(k->fifo_head + k->fifo_len++) % k->fifo_cap] = e;
 	return TALLY_OK;
 }
@@ -72,26 +109,30 @@ void tokens_remember(tokens *k, const uint8_t *tok, size_t len,
 	tok_val *v;
 
 	/* Past k->max the oldest go early, to bound memory; the store keeps
-	 * them (tokens_forgotten()). */
-	if (hmap_count(k->map) >= k->max && k->fifo_len > 0) {
+	 * them (tokens_forgotten()). Entries left behind go on the way. */
+	while (hmap_count(k->map) >= k->max && k->fifo_len > 0 &&
+	       hmap_get(k->map, tok, len) == NULL) {
 		uint8_t *old = k->fifo[k->fifo_head];
-		const tok_val *ov = hmap_get(k->map, old + 1, old[0]);
+		const tok_val *ov = entry_live(k, old);
 
-		if (ov != NULL)
+		if (ov != NULL) {
 			forget(k, ov->expiry_ms);
-		hmap_del(k->map, old + 1, old[0]);
-		free(old);
-		k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
-		k->fifo_len--;
+			hmap_del(k->map, old + ENTRY_HEAD, old[0]);
+		}
+		fifo_pop(k);
 	}
 	v = hmap_put(k->map, tok, len, &inserted);
 	if (v == NULL) {
 		forget(k, expiry_ms); /* out of memory: the store answers */
 		return;
 	}
+	if (!inserted && v->expiry_ms == expiry_ms) {
+		v->result = result; /* its entry stands as it is */
+		return;
+	}
 	v->result = result;
 	v->expiry_ms = expiry_ms;
-	if (inserted && fifo_push(k, tok, len) != TALLY_OK) {
+	if (fifo_push(k, tok, len, expiry_ms) != TALLY_OK) {
 		hmap_del(k->map, tok, len);
 		forget(k, expiry_ms);
 	}
@@ -142,10 +183,8 @@ void tokens_sort(tokens *k)
 		return; /* unsorted only delays expiry */
 	for (size_t i = 0; i < k->fifo_len; i++) {
 		uint8_t *e = k->fifo[(k->fifo_head + i) % k->fifo_cap];
-		const tok_val *v = hmap_get(k->map, e + 1, e[0]);
 
-		assert(v != NULL);
-		o[i] = (tok_order){ v->expiry_ms, e };
+		o[i] = (tok_order){ entry_expiry(e), e };
 	}
 	qsort(o, k->fifo_len, sizeof *o, by_expiry);
 	for (size_t i = 0; i < k->fifo_len; i++)
@@ -170,15 +209,15 @@ size_t tokens_expire(tokens *k, int64_t now_ms, size_t max,
 
 	while (n < max && k->fifo_len > 0) {
 		uint8_t *e = k->fifo[k->fifo_head];
-		const tok_val *v = hmap_get(k->map, e + 1, e[0]);
+		const tok_val *v = entry_live(k, e);
 
 		if (v != NULL && v->expiry_ms > now_ms)
 			break;
-		fn(arg, e + 1, e[0]);
-		hmap_del(k->map, e + 1, e[0]);
-		free(e);
-		k->fifo_head = (k->fifo_head + 1) % k->fifo_cap;
-		k->fifo_len--;
+		if (v != NULL) {
+			fn(arg, e + ENTRY_HEAD, e[0]);
+			hmap_del(k->map, e + ENTRY_HEAD, e[0]);
+		}
+		fifo_pop(k);
 		n++;
 	}
 	return n;

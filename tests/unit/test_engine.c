@@ -34,6 +34,7 @@
 
 #include "tally.h"
 #include "core/keys.h"
+#include "engine/engine.h"   /* tokens_*: the token table alone */
 #include "store/rocks_int.h" /* META_FORMAT, CF_*, ROCKS_FORMAT */
 
 /* ------------------------------------------------------------------------
@@ -776,6 +777,56 @@ static void test_idempotency_token_survives_reopen(void **state)
 	ev.id_len = 11;
 	CHECK_I64(add_ok(f->t, &ev), 3);
 	CHECK_I64(count_of(f->t, "article", "view", 7), 6);
+}
+
+static void count_purged(void *arg, const uint8_t *tok, size_t len)
+{
+	(void)tok;
+	(void)len;
+	(*(size_t *)arg)++;
+}
+
+/* A token used again after its window (before its purge) is queued again:
+ * its old place at the head holds back no other token's expiry. */
+static void test_tokens_renewed_after_expiry_hold_back_none(void **state)
+{
+	tokens k;
+	size_t purged = 0;
+
+	(void)state;
+	CHECK_OK(tokens_init(&k, 1000, 1000));
+	tokens_remember(&k, (const uint8_t *)"a", 1, 1, 1000);
+	tokens_remember(&k, (const uint8_t *)"b", 1, 2, 1001);
+	tokens_remember(&k, (const uint8_t *)"c", 1, 3, 1002);
+	/* "a" expired at 1000 and is used again before the purge. */
+	assert_null(tokens_find(&k, (const uint8_t *)"a", 1, 1500));
+	tokens_remember(&k, (const uint8_t *)"a", 1, 4, 5000);
+	/* b and c expire on time; a's first entry goes without a purge. */
+	assert_int_equal(tokens_expire(&k, 2000, 100, count_purged, &purged), 3);
+	assert_int_equal(purged, 2);
+	assert_null(tokens_find(&k, (const uint8_t *)"b", 1, 2000));
+	const tok_val *v = tokens_find(&k, (const uint8_t *)"a", 1, 2000);
+	assert_non_null(v);
+	CHECK_I64(v->result, 4);
+	/* ... and a leaves at its new time. */
+	assert_int_equal(tokens_expire(&k, 4999, 100, count_purged, &purged), 0);
+	assert_int_equal(tokens_expire(&k, 5000, 100, count_purged, &purged), 1);
+	assert_int_equal(purged, 3);
+	assert_null(tokens_find(&k, (const uint8_t *)"a", 1, 5000));
+
+	/* At tokens_max, an entry left behind is passed over and a live
+	 * token goes. */
+	tokens_free(&k);
+	CHECK_OK(tokens_init(&k, 1000, 2));
+	tokens_remember(&k, (const uint8_t *)"x", 1, 1, 1000);
+	tokens_remember(&k, (const uint8_t *)"y", 1, 2, 1001);
+	tokens_remember(&k, (const uint8_t *)"x", 1, 3, 3000);
+	tokens_remember(&k, (const uint8_t *)"z", 1, 4, 3001);
+	assert_null(tokens_find(&k, (const uint8_t *)"y", 1, 1500));
+	assert_non_null(tokens_find(&k, (const uint8_t *)"x", 1, 1500));
+	assert_non_null(tokens_find(&k, (const uint8_t *)"z", 1, 1500));
+	assert_true(tokens_forgotten(&k, 1000));
+	tokens_free(&k);
 }
 
 /* Past tokens_max the oldest tokens leave memory while still in their
@@ -4549,6 +4600,7 @@ int main(void)
 	    T(test_caller_commits_on_the_calling_thread),
 	    T(test_threads_counter_add_exact),
 	    T(test_counter_add_after_queued_write_in_order),
+	    T(test_tokens_renewed_after_expiry_hold_back_none),
 	    T(test_counter_add_beside_many_queued_writes),
 	    T(test_threads_like_overlapping_members_exact),
 	    T(test_write_group_is_contiguous_and_one_batch),
