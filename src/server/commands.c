@@ -764,6 +764,7 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 {
 	tally_write w = { .kind = kind };
 	tally_event *ev = &w.event;
+	unsigned seen = 0;
 	int rc;
 
 	ev->ctype = argv[1];
@@ -772,10 +773,23 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 	    !parse_id_arg(c, "member", argv[4], lens[4], &ev->member))
 		return;
 	for (size_t i = 5; i < argc; i += 2) {
+		unsigned opt = arg_is(argv[i], lens[i], "delta") ? 1u
+		               : arg_is(argv[i], lens[i], "at")  ? 2u
+		               : arg_is(argv[i], lens[i], "id")  ? 4u
+		                                                 : 0u;
+
 		if (i + 1 >= argc) {
 			reply_syntax(c->out);
 			return;
 		}
+		/* Which of two would count is a guess (an ID above all): as
+		 * Redis does with a repeated option, refuse. */
+		if (seen & opt) {
+			reply_errorf(c->out, "ERR %s given twice",
+			             opt == 1 ? "DELTA" : opt == 2 ? "AT" : "ID");
+			return;
+		}
+		seen |= opt;
 		if (arg_is(argv[i], lens[i], "delta")) {
 			if (parse_i64_strict(argv[i + 1], lens[i + 1],
 			                     &ev->delta) != 0 || ev->delta <= 0) {

@@ -336,6 +336,11 @@ assert_eq "retried token returns the first result" "(integer) 1" \
 	"$(rcn tally.add article like 44 2 ID tok-a)"
 assert_eq "retried token changed nothing" "(nil)" "$(rcn tally.has article like 44 2)"
 assert_eq "a new token applies" "(integer) 2" "$(rcn tally.add article like 44 3 ID tok-b)"
+assert_eq "ID given twice is refused (which would count?)" "(error) ERR ID given twice" \
+	"$(rcn tally.add article like 44 9 ID tok-c id tok-d)"
+assert_eq "... and so are DELTA and AT" "(error) ERR DELTA given twice|(error) ERR AT given twice" \
+	"$(rcn tally.add article view 44 0 DELTA 1 DELTA 2)|$(rcn tally.add article view 44 0 AT 5 at 6)"
+assert_eq "... and nothing was counted" "(nil)" "$(rcn tally.has article like 44 9)"
 assert_eq "REMOVE with a token" "(integer) 1" "$(rcn tally.remove article like 44 3 ID tok-c)"
 assert_eq "REMOVE retried" "(integer) 1" "$(rcn tally.remove article like 44 1 ID tok-c)"
 assert_eq "count after tokens" "(integer) 1" "$(rcn tally.count article like 44)"
