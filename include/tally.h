@@ -531,6 +531,10 @@ TALLY_API int tally_write_async(tally *t, const tally_write *w, tally_write_cb c
  * Queue writes as one atomic group: they are applied in order, in one store
  * batch, with no other write between them, so after a crash either all of
  * them are there or none (what Redis's multi-key DEL promises).
+ * Idempotency is per write, not per group: on a retry of the group, a
+ * write with an id already used is answered from it and not applied
+ * again, while a write without one is applied again. To retry a group
+ * safely, give each of its writes an id.
  *
  * @param ws  n writes; copied, not kept.
  * @param n   1..batch_ops_max (tally_options; 8192 by default).
