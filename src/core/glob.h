@@ -9,7 +9,8 @@
  * byte, '[abc]' '[^abc]' '[a-z]' one byte of a set (or not of it), '\x'
  * the byte x; every other byte itself (nocase: ASCII letters either case).
  * A '[' with no ']' takes the rest of the pattern as its set, and a
- * trailing '\' is a '\', as in Redis. Time: at most plen * slen steps
+ * trailing '\' is a '\', as in Redis; unlike Redis, a '-' just before a
+ * set's ']' is a '-' (Redis reads "[a-]" as a range up to ']'). Time: at most plen * slen steps
  * (Redis's own matcher recursed, and a pattern of many stars could take
  * exponential time). */
 int glob_match(const char *pat, size_t plen, const char *s, size_t slen,

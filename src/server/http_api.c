@@ -448,21 +448,25 @@ static void h_counter_get(api_ctx *x)
 
 /* ---- request bodies ----------------------------------------------------- */
 
-/* An upper bound on the values of a JSON text (each but the first
- * follows a '[', ',' or ':' outside strings), and the elements of a
- * top-level array (0 for anything else), read without parsing. */
-static size_t json_values_bound(const char *p, size_t n, size_t *top)
-{
-	size_t values = 1, depth = 0, i = 0;
-	int in_str = 0, top_array = 0;
+/* Containers json_values_count() tells apart; deeper ones count as
+ * arrays, which only counts more. */
+#define API_JSON_DEPTH_TRACKED 64
 
-	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' ||
-	                 p[i] == '\n'))
-		i++;
-	top_array = i < n && p[i] == '[';
+/* The values of a JSON text, read without parsing (a text that is not
+ * JSON gets some count, and then the parser's error): the root, each
+ * object member's value (a ':'), each array element (the first of a
+ * non-empty array, then one per ','). *top receives the elements of a
+ * top-level array (0 for anything else). */
+static size_t json_values_count(const char *p, size_t n, size_t *top)
+{
+	uint8_t is_array[API_JSON_DEPTH_TRACKED];
+	size_t values = 1, depth = 0;
+	int in_str = 0, opened = 0; /* an array just opened: is it empty? */
+
 	*top = 0;
-	for (; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char c = p[i];
+		int array_here;
 
 		if (in_str) {
 			if (c == '\\')
@@ -471,15 +475,25 @@ static size_t json_values_bound(const char *p, size_t n, size_t *top)
 				in_str = 0;
 			continue;
 		}
+		if (c == ' ' || c == '\t' || c == '\r' || c == '\n')
+			continue;
+		if (opened && c != ']') {
+			values++;
+			*top += depth == 1 && is_array[0];
+		}
+		opened = 0;
+		array_here = depth == 0 || depth > API_JSON_DEPTH_TRACKED ||
+		             is_array[depth - 1];
 		switch (c) {
 		case '"':
 			in_str = 1;
 			break;
 		case '[':
 		case '{':
-			values += c == '[';
-			if (depth++ == 0 && top_array)
-				*top = 1;
+			if (depth < API_JSON_DEPTH_TRACKED)
+				is_array[depth] = c == '[';
+			depth++;
+			opened = c == '[';
 			break;
 		case ']':
 		case '}':
@@ -487,8 +501,10 @@ static size_t json_values_bound(const char *p, size_t n, size_t *top)
 				depth--;
 			break;
 		case ',':
-			values++;
-			*top += depth == 1 && top_array;
+			if (array_here) {
+				values++;
+				*top += depth == 1 && is_array[0];
+			}
 			break;
 		case ':':
 			values++;
@@ -501,18 +517,20 @@ static size_t json_values_bound(const char *p, size_t n, size_t *top)
 }
 
 /* The body as JSON; replies 400 (and returns NULL) when it is not, or
- * holds more values than any request needs. */
-static json_t *body_json(api_ctx *x)
+ * holds more values than any request needs, or (events_max not 0) is an
+ * array of more than events_max elements: both told before the parse,
+ * which takes a few hundred bytes per value. */
+static json_t *body_json(api_ctx *x, size_t events_max)
 {
 	json_error_t e;
 	char s[API_SHOW_MAX + 4];
-	size_t top, values = json_values_bound(x->rq->body, x->rq->body_len,
+	size_t top, values = json_values_count(x->rq->body, x->rq->body_len,
 	                                       &top);
 	json_t *j;
 
-	if (top > API_EVENTS_MAX) {
-		reply_err(x->rs, 400, "at most %d events per request",
-		          API_EVENTS_MAX);
+	if (events_max > 0 && top > events_max) {
+		reply_err(x->rs, 400, "at most %zu events per request",
+		          events_max);
 		return NULL;
 	}
 	if (values > API_JSON_VALUES_MAX) {
@@ -593,7 +611,7 @@ static int incr_args(api_ctx *x, json_t **doc, tally_write *w)
 	*doc = NULL;
 	if (x->rq->body_len == 0)
 		return 0;
-	if ((*doc = body_json(x)) == NULL)
+	if ((*doc = body_json(x, 0)) == NULL)
 		return -1;
 	if (!json_is_object(*doc)) {
 		reply_msg(x->rs, 400, "body must be a JSON object");
@@ -907,7 +925,7 @@ static int events_load(api_ctx *x, json_t *doc, tally_write *ws, size_t *n)
 
 static void h_events(api_ctx *x)
 {
-	json_t *doc = body_json(x);
+	json_t *doc = body_json(x, API_EVENTS_MAX);
 	http_pending *p;
 	size_t n = 0;
 

@@ -189,9 +189,9 @@ static int grp_summed(const rc_grp *g)
 	return !(g->pos && g->neg) && !g->ovf;
 }
 
-/* An ADD script: value key, token key, optional cfg key, ttl, the sum
- * (summed) or "", then npairs (delta, run length) pairs, set with
- * put_pair(). */
+/* An ADD script: value key, token key, optional cfg key, ttl, this
+ * batch, the sum (summed) or "", then npairs (delta, run length) pairs,
+ * set with put_pair(). */
 static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
                             const char *vkey, size_t vl, const char *tkey,
                             size_t tkl, int with_cfg, uint32_t ttl,
@@ -199,16 +199,19 @@ static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
 {
 	int nkeys = with_cfg ? 3 : 2;
 	cluster_cmd *cmd = rc_eval(s->r, &s->c1, RC_S_ADD, nkeys,
-	                           2 + 2 * (int)npairs, rc_slot(vkey, vl));
+	                           3 + 2 * (int)npairs, rc_slot(vkey, vl));
 	char cfg[RC_KEY_MAX];
 	int n;
 
 	if (cmd == NULL || rc_arg(&s->c1, cmd, 3, vkey, vl) ||
 	    rc_arg(&s->c1, cmd, 4, tkey, tkl) ||
-	    rc_argf(&s->c1, cmd, 3 + nkeys, "%u", ttl))
+	    rc_argf(&s->c1, cmd, 3 + nkeys, "%u", ttl) ||
+	    rc_argf(&s->c1, cmd, 4 + nkeys, "%llx:%llx",
+	            (unsigned long long)s->r->instance,
+	            (unsigned long long)s->r->batch_no))
 		return NULL;
-	if (summed ? rc_argf(&s->c1, cmd, 4 + nkeys, "%lld", (long long)sum)
-	           : rc_arg(&s->c1, cmd, 4 + nkeys, "", 0))
+	if (summed ? rc_argf(&s->c1, cmd, 5 + nkeys, "%lld", (long long)sum)
+	           : rc_arg(&s->c1, cmd, 5 + nkeys, "", 0))
 		return NULL;
 	if (with_cfg) {
 		n = snprintf(cfg, sizeof cfg, "t:cfg:{%.*s}", (int)tl, tag);

@@ -18,8 +18,9 @@
  * total), each refused alone if it would overflow ("E").
  * KEYS[1] value key, KEYS[2] token key, KEYS[3] (optional) the counter's
  * shard-count key, in the same slot (only shard 0 shares it).
- * ARGV[1] token ttl s, ARGV[2] the deltas' sum or "", ARGV[3..] the deltas
- * run-length coded: delta, how many times in a row.
+ * ARGV[1] token ttl s, ARGV[2] the run's batch ("instance:batch"),
+ * ARGV[3] the deltas' sum or "", ARGV[4..] the deltas run-length coded:
+ * delta, how many times in a row.
  * With a sum (tallyd sends one only when no two deltas have opposite
  * signs, so every value between the first and the last is passed on the
  * way and none can overflow unless the last does) one INCRBY adds it and
@@ -32,24 +33,33 @@
  * n is the shard count read (1 without KEYS[3]); a token already there
  * returns its saved string, so a resend or a client retry answers like the
  * first run and changes nothing. A run that changed nothing (every delta
- * refused) saves no token: a retry is a first run again, as with the
- * rocksdb store, which keeps a client's token only for a write made. */
+ * refused) saves its answer marked with its batch, "R<batch>|answer": a
+ * resend of that batch (its reply lost) gets the same refusal, as the
+ * writes after it in the batch were made on top of it, while a client's
+ * retry, in another batch, runs anew, as on the rocksdb store, which keeps
+ * a client's token only for a write made. */
 #define RC_LUA_ADD \
 "local t = redis.call('GET', KEYS[2])\n" \
-"if t then redis.call('SET', KEYS[2], t, 'KEEPTTL'); return t end\n" \
+"if t then\n" \
+"  if string.sub(t, 1, 1) ~= 'R' then\n" \
+"    redis.call('SET', KEYS[2], t, 'KEEPTTL'); return t end\n" \
+"  local bar = string.find(t, '|', 1, true)\n" \
+"  if string.sub(t, 2, bar - 1) == ARGV[2] then\n" \
+"    return string.sub(t, bar + 1) end\n" \
+"end\n" \
 "local n = '1'\n" \
 "if KEYS[3] then n = redis.call('GET', KEYS[3]) or '1' end\n" \
 "local s\n" \
 "local made = false\n" \
-"if ARGV[2] ~= '' then\n" \
-"  local r = redis.pcall('INCRBY', KEYS[1], ARGV[2])\n" \
+"if ARGV[3] ~= '' then\n" \
+"  local r = redis.pcall('INCRBY', KEYS[1], ARGV[3])\n" \
 "  if not (type(r) == 'table' and r.err) then\n" \
 "    made = true\n" \
 "    s = n .. '|=' .. redis.call('GET', KEYS[1]) end\n" \
 "end\n" \
 "if not s then\n" \
 "  local out = {}\n" \
-"  for i = 3, #ARGV, 2 do\n" \
+"  for i = 4, #ARGV, 2 do\n" \
 "    local e = false\n" \
 "    for j = 1, tonumber(ARGV[i + 1]) do\n" \
 "      if not e then\n" \
@@ -62,7 +72,8 @@
 "  end\n" \
 "  s = n .. '|' .. table.concat(out, ',')\n" \
 "end\n" \
-"if made then redis.call('SET', KEYS[2], s, 'EX', ARGV[1]) end\n" \
+"if made then redis.call('SET', KEYS[2], s, 'EX', ARGV[1])\n" \
+"else redis.call('SET', KEYS[2], 'R' .. ARGV[2] .. '|' .. s, 'EX', ARGV[1]) end\n" \
 "return s\n"
 
 /* SET or DEL of a named counter, allowed only while it has one shard: the

@@ -14,6 +14,7 @@
 #include <hiredis/hiredis.h>
 
 #include "store/cluster.h"
+#include "store/rc_lua.h"
 
 static int failures;
 
@@ -623,6 +624,69 @@ static int mode_failover(const char *seeds, const char *stopfile,
 	return failures != 0;
 }
 
+/* RC_LUA_ADD run with EVAL on the node of its keys: args ttl, run, "",
+ * then one delta once. */
+static redisReply *eval_add(redisContext *r, const char *vk, const char *tk,
+                            const char *run, const char *delta)
+{
+	return redisCommand(r, "EVAL %s 2 %s %s 60 %s %s %s 1", RC_LUA_ADD, vk,
+	                    tk, run, "", delta);
+}
+
+static int reply_is(const redisReply *x, const char *want)
+{
+	return x != NULL && x->type == REDIS_REPLY_STRING &&
+	       strcmp(x->str, want) == 0;
+}
+
+/* A run of the add script that changed nothing keeps its refusal for a
+ * resend of its batch (the writes after it were made on top of it) and
+ * not for a client's retry, which comes in another batch. */
+static int mode_addscript(const char *seeds)
+{
+	cluster *c = open_or_die(seeds, 5000);
+	const char *vk = "{addscript}v", *tk = "{addscript}t";
+	char a[CLUSTER_ADDR_MAX];
+	redisContext *r;
+	redisReply *x, *v;
+
+	cluster_slot_addr(c, cluster_slot(vk, strlen(vk)), a, sizeof(a));
+	r = raw(a);
+	freeReplyObject(op(r, "DEL %s %s", vk, tk));
+	freeReplyObject(op(r, "SET %s 9223372036854775804", vk));
+	x = eval_add(r, vk, tk, "i:1", "5");
+	check(reply_is(x, "1|E"), "an add past int64 is refused (%s)",
+	      x && x->type == REDIS_REPLY_STRING ? x->str : "?");
+	freeReplyObject(x);
+	/* A write after it in the same batch. */
+	freeReplyObject(op(r, "INCRBY %s -10", vk));
+	x = eval_add(r, vk, tk, "i:1", "5");
+	v = op(r, "GET %s", vk);
+	check(reply_is(x, "1|E") && reply_is(v, "9223372036854775794"),
+	      "a resend of that batch is answered with the refusal, "
+	      "nothing added");
+	freeReplyObject(x);
+	freeReplyObject(v);
+	x = eval_add(r, vk, tk, "i:2", "5");
+	v = op(r, "GET %s", vk);
+	check(reply_is(x, "1|9223372036854775799") &&
+	      reply_is(v, "9223372036854775799"),
+	      "a retry in another batch is a first run, and adds");
+	freeReplyObject(x);
+	freeReplyObject(v);
+	x = eval_add(r, vk, tk, "i:3", "5");
+	v = op(r, "GET %s", vk);
+	check(reply_is(x, "1|9223372036854775799") &&
+	      reply_is(v, "9223372036854775799"),
+	      "... and its own retry is answered from the token");
+	freeReplyObject(x);
+	freeReplyObject(v);
+	freeReplyObject(op(r, "DEL %s %s", vk, tk));
+	redisFree(r);
+	cluster_close(c);
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && strcmp(argv[1], "slots") == 0)
@@ -635,10 +699,12 @@ int main(int argc, char **argv)
 		return mode_pause(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "scripts") == 0)
 		return mode_scripts(argv[2]);
+	if (argc == 3 && strcmp(argv[1], "addscript") == 0)
+		return mode_addscript(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "failover") == 0)
 		return mode_failover(argv[2], argv[3], argv[4]);
 	fprintf(stderr, "usage: cluster_client slots KEY... | "
-	        "batch|migrate|pause|scripts SEEDS | "
+	        "batch|migrate|pause|scripts|addscript SEEDS | "
 	        "failover SEEDS STOPFILE READYFILE\n");
 	return 2;
 }

@@ -45,6 +45,9 @@ run_mode "migrate" migrate "$CL_SEEDS"
 section "scripts and WAIT on every master"
 run_mode "scripts" scripts "$CL_SEEDS"
 
+section "the add script's tokens: a refusal kept for its batch's resend only"
+run_mode "addscript" addscript "$CL_SEEDS"
+
 section "a paused node"
 run_mode "pause" pause "$CL_SEEDS"
 

@@ -146,6 +146,13 @@ assert_int_cmp "... and tallyd's peak memory grew by under 20 MB (KiB)" \
 	"$((hwm1 - hwm0))" -lt 20000
 http POST /v1/events "" --data-binary "@$TMP/wide.json" -H 'Content-Type: application/json'
 assert_http_error "an object of 30,000 fields: 400" 400 "more than 24000 JSON values"
+# Values are counted, not separators: 20,000 fields are 20,001 values,
+# which the parser gets (and whose first unknown field it names).
+python3 -c 'import sys; sys.stdout.write("{" + ",".join("\"k%d\":0" % i for i in range(20000)) + "}")' >"$TMP/wide20.json"
+http POST /v1/events "" --data-binary "@$TMP/wide20.json" -H 'Content-Type: application/json'
+assert_http_error "an object of 20,000 fields is parsed" 400 "unknown field"
+http POST /v1/counters/big/incr "" --data-binary "@$TMP/tiny.json" -H 'Content-Type: application/json'
+assert_http_error "a large array to /incr is not called events" 400 "more than 24000 JSON values"
 http POST /v1/events '[]'
 assert_http "an empty array" 200 '{"counts":[]}'
 assert_eq "refused events changed nothing" "0" "$(rcli tally.count article view 1)"
