@@ -240,15 +240,29 @@ void stripes_folded(tally *t, size_t n)
 	}
 }
 
-/* Whether the counter's stored value leaves room for STRIPES full cells. */
-static int value_safe(tally *t, const void *key, size_t len)
+/* Whether each of the n counters of settle_keys has a stored value that
+ * leaves room for STRIPES full cells, into settle_ok: one read for all of
+ * them (a round trip, with the Redis Cluster store, made under the fold
+ * lock, which readers wait on). A failed read makes none safe. */
+static void values_safe(tally *t, size_t n)
 {
-	int64_t v = 0;
-	int rc = t->st->vt->get(t->st, key, len, &v);
+	const uint8_t *keys[STRIPE_CELLS_MAX];
+	size_t lens[STRIPE_CELLS_MAX];
+	int64_t v[STRIPE_CELLS_MAX];
+	int rc;
 
-	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
-		return 0;
-	return v != INT64_MIN && abs64(v) <= STRIPE_VALUE_ABS_MAX;
+	assert(n <= STRIPE_CELLS_MAX);
+	if (n == 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		keys[i] = t->settle_keys + i * TALLY_KEY_MAX;
+		lens[i] = t->settle_lens[i];
+	}
+	rc = t->st->vt->mget(t->st, keys, lens, n, v, NULL);
+	for (size_t i = 0; i < n; i++)
+		t->settle_ok[i] = (uint8_t)(rc == TALLY_OK &&
+		                            v[i] != INT64_MIN &&
+		                            abs64(v[i]) <= STRIPE_VALUE_ABS_MAX);
 }
 
 /* One stripe: its cells' keys are copied under its lock, their stored
@@ -276,9 +290,7 @@ static void settle_stripe(tally *t, stripe *s, int unheld)
 		t->settle_lens[n++] = (uint16_t)len;
 	}
 	pthread_mutex_unlock(&s->lock);
-	for (size_t i = 0; i < n; i++)
-		t->settle_ok[i] = (uint8_t)value_safe(
-			t, t->settle_keys + i * TALLY_KEY_MAX, t->settle_lens[i]);
+	values_safe(t, n);
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *k = t->settle_keys + i * TALLY_KEY_MAX;
