@@ -140,8 +140,13 @@ int main(int argc, char **argv)
 	/* An empty TALLY_PASSWORD is none: AUTH "" fails on every server. */
 	if (ctx.password != NULL && ctx.password[0] == '\0')
 		ctx.password = NULL;
-	for (; i < argc && argv[i][0] == '-' && rc == CLI_OK; i++)
+	for (; i < argc && argv[i][0] == '-' && rc == CLI_OK; i++) {
+		if (strcmp(argv[i], "--") == 0) { /* ends options here too */
+			i++;
+			break;
+		}
 		rc = global_option(&ctx, argc, argv, &i);
+	}
 	if (rc != CLI_OK)
 		rc = rc < 0 ? stdout_done(CLI_OK) : rc;
 	else if (i >= argc)

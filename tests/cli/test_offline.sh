@@ -167,6 +167,9 @@ t_unreachable_server() {
 	run_status 3 "$TALLY" -h 127.0.0.1 -p 1 ping
 	grep -q '127.0.0.1:1' err.txt
 	grep -q 'make run' err.txt
+	# `--` ends the global options too.
+	run_status 3 "$TALLY" -h 127.0.0.1 -p 1 -- ping
+	grep -q '127.0.0.1:1' err.txt
 }
 
 t_import() {
