@@ -192,8 +192,11 @@ static void read_conn(const uint8_t *d, size_t n, const http_limits *lim,
 	}
 	if (failed) {
 		o->status = http_conn_error(c, &o->msg);
+		/* 501: a transfer coding other than chunked; 505: an HTTP
+		 * version other than 1.x. */
 		FUZZ_CHECK(o->status == 400 || o->status == 413 ||
-		           o->status == 414 || o->status == 431);
+		           o->status == 414 || o->status == 431 ||
+		           o->status == 501 || o->status == 505);
 		FUZZ_CHECK(o->msg != NULL && o->msg[0] != '\0');
 		FUZZ_CHECK(http_conn_next(c, &(http_request){0}) == -1);
 	}
