@@ -639,6 +639,22 @@ static int reply_is(const redisReply *x, const char *want)
 	       strcmp(x->str, want) == 0;
 }
 
+/* One run of the add script (adding 5) in batch run: its answer, and the
+ * value after it. */
+static void expect_add(redisContext *r, const char *vk, const char *tk,
+                       const char *run, const char *answer,
+                       const char *value, const char *what)
+{
+	redisReply *x = eval_add(r, vk, tk, run, "5");
+	redisReply *v = op(r, "GET %s", vk);
+
+	check(reply_is(x, answer) && reply_is(v, value), "%s (%s, then %s)",
+	      what, x && x->type == REDIS_REPLY_STRING ? x->str : "?",
+	      v->type == REDIS_REPLY_STRING ? v->str : "?");
+	freeReplyObject(x);
+	freeReplyObject(v);
+}
+
 /* A run of the add script that changed nothing keeps its refusal for a
  * resend of its batch (the writes after it were made on top of it) and
  * not for a client's retry, which comes in another batch. */
@@ -648,39 +664,24 @@ static int mode_addscript(const char *seeds)
 	const char *vk = "{addscript}v", *tk = "{addscript}t";
 	char a[CLUSTER_ADDR_MAX];
 	redisContext *r;
-	redisReply *x, *v;
 
 	cluster_slot_addr(c, cluster_slot(vk, strlen(vk)), a, sizeof(a));
 	r = raw(a);
 	freeReplyObject(op(r, "DEL %s %s", vk, tk));
 	freeReplyObject(op(r, "SET %s 9223372036854775804", vk));
-	x = eval_add(r, vk, tk, "i:1", "5");
-	check(reply_is(x, "1|E"), "an add past int64 is refused (%s)",
-	      x && x->type == REDIS_REPLY_STRING ? x->str : "?");
-	freeReplyObject(x);
+	expect_add(r, vk, tk, "i:1", "1|E", "9223372036854775804",
+	           "an add past int64 is refused");
 	/* A write after it in the same batch. */
 	freeReplyObject(op(r, "INCRBY %s -10", vk));
-	x = eval_add(r, vk, tk, "i:1", "5");
-	v = op(r, "GET %s", vk);
-	check(reply_is(x, "1|E") && reply_is(v, "9223372036854775794"),
-	      "a resend of that batch is answered with the refusal, "
-	      "nothing added");
-	freeReplyObject(x);
-	freeReplyObject(v);
-	x = eval_add(r, vk, tk, "i:2", "5");
-	v = op(r, "GET %s", vk);
-	check(reply_is(x, "1|9223372036854775799") &&
-	      reply_is(v, "9223372036854775799"),
-	      "a retry in another batch is a first run, and adds");
-	freeReplyObject(x);
-	freeReplyObject(v);
-	x = eval_add(r, vk, tk, "i:3", "5");
-	v = op(r, "GET %s", vk);
-	check(reply_is(x, "1|9223372036854775799") &&
-	      reply_is(v, "9223372036854775799"),
-	      "... and its own retry is answered from the token");
-	freeReplyObject(x);
-	freeReplyObject(v);
+	expect_add(r, vk, tk, "i:1", "1|E", "9223372036854775794",
+	           "a resend of that batch is answered with the refusal, "
+	           "nothing added");
+	expect_add(r, vk, tk, "i:2", "1|9223372036854775799",
+	           "9223372036854775799",
+	           "a retry in another batch is a first run, and adds");
+	expect_add(r, vk, tk, "i:3", "1|9223372036854775799",
+	           "9223372036854775799",
+	           "... and its own retry is answered from the token");
 	freeReplyObject(op(r, "DEL %s %s", vk, tk));
 	redisFree(r);
 	cluster_close(c);
