@@ -396,8 +396,12 @@ static int conn_parser_error(http_conn *c)
 		return -1;
 	if (e == HPE_HEADER_OVERFLOW)
 		return head_too_large(c);
+	/* http-parser says so of a chunk size past 2^64 too. */
 	if (e == HPE_INVALID_CONTENT_LENGTH)
-		return conn_fail(c, 400, "invalid Content-Length");
+		return conn_fail(c, 400, c->headers_done &&
+		                 (c->parser.flags & F_CHUNKED)
+		                 ? "invalid chunk size"
+		                 : "invalid Content-Length");
 	return conn_fail(c, 400, http_errno_description(e));
 }
 

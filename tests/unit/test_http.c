@@ -181,6 +181,42 @@ static void test_reader_chunked_body(void **state)
 	http_conn_free(c);
 }
 
+/* The reader's refusals of framing it does not take, each with its
+ * status and a message that names the cause. */
+static void expect_reader_msg(const char *bytes, int status, const char *want)
+{
+	http_conn *c = http_conn_create(NULL);
+	http_request rq;
+	const char *msg = NULL;
+
+	assert_non_null(c);
+	(void)http_conn_feed(c, bytes, strlen(bytes));
+	assert_int_equal(http_conn_next(c, &rq), -1);
+	assert_int_equal(http_conn_error(c, &msg), status);
+	assert_non_null(msg);
+	if (strstr(msg, want) == NULL)
+		fail_msg("message '%s', want '%s' in it", msg, want);
+	http_conn_free(c);
+}
+
+static void test_reader_framing_refused(void **state)
+{
+	(void)state;
+	expect_reader_msg("POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+	                  "\r\n1FFFFFFFFFFFFFFFF\r\n", 400, "chunk size");
+	expect_reader_msg("POST /p HTTP/1.1\r\nContent-Length: "
+	                  "99999999999999999999\r\n\r\n", 400,
+	                  "Content-Length");
+	expect_reader_msg("POST /p HTTP/1.1\r\nTransfer-Encoding: gzip, "
+	                  "chunked\r\n\r\n0\r\n\r\n", 501, "chunked");
+	expect_reader_msg("POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+	                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	                  501, "chunked");
+	expect_reader_msg("POST /p HTTP/1.0\r\nTransfer-Encoding: chunked\r\n"
+	                  "\r\n0\r\n\r\n", 400, "HTTP/1.0");
+	expect_reader_msg("GET / HTTP/2.0\r\n\r\n", 505, "HTTP/1.1");
+}
+
 /* "Expect: 100-continue" owes one interim answer while the body is
  * still to come; not when it is all here, not for HTTP/1.0, not for an
  * empty body or another expectation, and not twice. */
@@ -1110,6 +1146,7 @@ int main(void)
 		cmocka_unit_test(test_reader_request_survives_feed),
 		cmocka_unit_test(test_reader_byte_by_byte),
 		cmocka_unit_test(test_reader_post_body),
+		cmocka_unit_test(test_reader_framing_refused),
 		cmocka_unit_test(test_reader_chunked_body),
 		cmocka_unit_test(test_reader_expect_continue),
 		cmocka_unit_test(test_reader_header_too_large_431_uri_414),
