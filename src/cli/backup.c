@@ -97,8 +97,7 @@ static int served_dirs(client *c, char *served, char *backups, size_t cap,
 	if (rc != CLI_OK)
 		return rc;
 	*found = info_field(r, "data_dir", served, cap);
-	if (!info_field(r, "backup_dir", backups, cap))
-		backups[0] = '\0';
+	(void)info_field(r, "backup_dir", backups, cap); /* "" when absent */
 	freeReplyObject(r);
 	return CLI_OK;
 }

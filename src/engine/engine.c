@@ -157,12 +157,10 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 
 		/* A write waited for is applied before its thread adds
 		 * again; one not waited for holds its counter's cell. */
-		for (i = 0; i < n && t->holds_on && !wait; i++) {
+		for (i = 0; i < n && !wait && atomic_load(&t->holds_on); i++) {
 			eng_op *e = &t->ring[(t->head + t->count + i) % cap];
 
-			if (ops[i].kind == STORE_OP_INCRBY ||
-			    ops[i].kind == STORE_OP_SET ||
-			    ops[i].kind == STORE_OP_DEL)
+			if (op_writes_counter(&ops[i]))
 				e->hold = stripes_hold(t, e->op.key,
 				                       e->op.key_len);
 		}
@@ -1283,14 +1281,13 @@ int tally_counter_add(tally *t, const void *key, size_t key_len,
 		return TALLY_EINVAL;
 	if (t->opt.durability == TALLY_DURABILITY_ASYNC && !t->failed &&
 	    !t->closing) {
-		if (!atomic_load(&t->holds_seen)) {
+		if (!atomic_load(&t->holds_on)) {
 			pthread_mutex_lock(&t->qlock);
-			if (!t->holds_on) {
-				t->holds_on = 1;
+			if (!atomic_load(&t->holds_on)) {
 				t->holds_from = t->queued_total;
+				atomic_store(&t->holds_on, 1);
 			}
 			pthread_mutex_unlock(&t->qlock);
-			atomic_store(&t->holds_seen, 1);
 		}
 		if (stripes_add(t, key, key_len, delta))
 			return TALLY_OK;

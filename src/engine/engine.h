@@ -110,6 +110,24 @@ typedef struct stripe {
 	uint32_t holds[STRIPE_HOLD_SLOTS];
 } stripe;
 
+/* stripes_settle()'s copy of one stripe's keys, to read their values in
+ * one mget without the stripe's lock. */
+typedef struct stripe_settle {
+	uint8_t keys[STRIPE_CELLS_MAX][TALLY_KEY_MAX];
+	const uint8_t *key_at[STRIPE_CELLS_MAX]; /* keys[i], for mget */
+	size_t lens[STRIPE_CELLS_MAX];
+	int64_t values[STRIPE_CELLS_MAX];
+	uint8_t ok[STRIPE_CELLS_MAX];
+} stripe_settle;
+
+/* A write of a named counter's value: what a striped cell must not be
+ * folded across. */
+static inline int op_writes_counter(const store_op *op)
+{
+	return op->kind == STORE_OP_INCRBY || op->kind == STORE_OP_SET ||
+	       op->kind == STORE_OP_DEL;
+}
+
 typedef struct stripe_cell {
 	int64_t delta;
 	uint8_t safe;                /* committer says fast adds may land */
@@ -161,16 +179,12 @@ struct tally {
 	uint64_t queued_total, taken_total; /* writes ever queued, taken */
 	/* Counter writes hold cells back (stripes_hold()) from the first
 	 * tally_counter_add() on: set, with holds_from = queued_total, under
-	 * qlock. Writes queued before it hold nothing, so no cell is made
-	 * safe until every one of them is applied. */
-	int holds_on;
+	 * qlock (read without it by tally_counter_add()). Writes queued
+	 * before it hold nothing, so no cell is made safe until every one
+	 * of them is applied. */
+	_Atomic int holds_on;
 	uint64_t holds_from;
-	_Atomic int holds_seen;      /* holds_on, read without qlock */
-	/* stripes_settle()'s copy of a stripe's keys, to read their values
-	 * without the stripe's lock (committer only). */
-	uint8_t *settle_keys;        /* STRIPE_CELLS_MAX x TALLY_KEY_MAX */
-	uint16_t *settle_lens;
-	uint8_t *settle_ok;
+	stripe_settle *settle;       /* committer only */
 	/* Held by whoever commits a batch: the committer thread or a caller
 	 * in tally_commit(). Everything marked "committer" below belongs to
 	 * the holder. Taken before qlock. */

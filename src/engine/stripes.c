@@ -33,11 +33,11 @@ int stripes_init(tally *t)
 	t->fold_cap = (size_t)STRIPES * STRIPE_CELLS_MAX;
 	t->fold_ops = calloc(t->fold_cap, sizeof *t->fold_ops);
 	t->fold_src = calloc(t->fold_cap, 1);
-	t->settle_keys = malloc((size_t)STRIPE_CELLS_MAX * TALLY_KEY_MAX);
-	t->settle_lens = calloc(STRIPE_CELLS_MAX, sizeof *t->settle_lens);
-	t->settle_ok = calloc(STRIPE_CELLS_MAX, 1);
-	return t->striped && t->fold_ops && t->fold_src && t->settle_keys &&
-	               t->settle_lens && t->settle_ok
+	t->settle = malloc(sizeof *t->settle);
+	if (t->settle != NULL)
+		for (size_t i = 0; i < STRIPE_CELLS_MAX; i++)
+			t->settle->key_at[i] = t->settle->keys[i];
+	return t->striped && t->fold_ops && t->fold_src && t->settle
 	       ? TALLY_OK
 	       : TALLY_ENOMEM;
 }
@@ -57,12 +57,8 @@ void stripes_free(tally *t)
 	t->fold_ops = NULL;
 	free(t->fold_src);
 	t->fold_src = NULL;
-	free(t->settle_keys);
-	t->settle_keys = NULL;
-	free(t->settle_lens);
-	t->settle_lens = NULL;
-	free(t->settle_ok);
-	t->settle_ok = NULL;
+	free(t->settle);
+	t->settle = NULL;
 }
 
 /* The calling thread's stripe: threads spread by their id, so a thread
@@ -180,8 +176,7 @@ int stripes_touched(tally *t, const store_op *ops, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		const store_op *op = &ops[i];
 
-		if ((op->kind == STORE_OP_INCRBY || op->kind == STORE_OP_SET ||
-		     op->kind == STORE_OP_DEL) &&
+		if (op_writes_counter(op) &&
 		    hmap_get(t->striped, op->key, op->key_len) != NULL)
 			return 1;
 	}
@@ -240,29 +235,23 @@ void stripes_folded(tally *t, size_t n)
 	}
 }
 
-/* Whether each of the n counters of settle_keys has a stored value that
- * leaves room for STRIPES full cells, into settle_ok: one read for all of
+/* Whether each of the n counters of t->settle has a stored value that
+ * leaves room for STRIPES full cells, into its ok[]: one read for all of
  * them (a round trip, with the Redis Cluster store, made under the fold
  * lock, which readers wait on). A failed read makes none safe. */
 static void values_safe(tally *t, size_t n)
 {
-	const uint8_t *keys[STRIPE_CELLS_MAX];
-	size_t lens[STRIPE_CELLS_MAX];
-	int64_t v[STRIPE_CELLS_MAX];
+	stripe_settle *b = t->settle;
 	int rc;
 
 	assert(n <= STRIPE_CELLS_MAX);
 	if (n == 0)
 		return;
-	for (size_t i = 0; i < n; i++) {
-		keys[i] = t->settle_keys + i * TALLY_KEY_MAX;
-		lens[i] = t->settle_lens[i];
-	}
-	rc = t->st->vt->mget(t->st, keys, lens, n, v, NULL);
+	rc = t->st->vt->mget(t->st, b->key_at, b->lens, n, b->values, NULL);
 	for (size_t i = 0; i < n; i++)
-		t->settle_ok[i] = (uint8_t)(rc == TALLY_OK &&
-		                            v[i] != INT64_MIN &&
-		                            abs64(v[i]) <= STRIPE_VALUE_ABS_MAX);
+		b->ok[i] = (uint8_t)(rc == TALLY_OK &&
+		                     b->values[i] != INT64_MIN &&
+		                     abs64(b->values[i]) <= STRIPE_VALUE_ABS_MAX);
 }
 
 /* One stripe: its cells' keys are copied under its lock, their stored
@@ -272,6 +261,7 @@ static void values_safe(tally *t, size_t n)
  * which the marking keeps in t->striped. */
 static void settle_stripe(tally *t, stripe *s, int unheld)
 {
+	stripe_settle *b = t->settle;
 	size_t pos = 0, len, n = 0;
 	const void *key;
 	void *val;
@@ -286,29 +276,28 @@ static void settle_stripe(tally *t, stripe *s, int unheld)
 			continue;
 		}
 		assert(n < STRIPE_CELLS_MAX && len <= TALLY_KEY_MAX);
-		memcpy(t->settle_keys + n * TALLY_KEY_MAX, key, len);
-		t->settle_lens[n++] = (uint16_t)len;
+		memcpy(b->keys[n], key, len);
+		b->lens[n++] = len;
 	}
 	pthread_mutex_unlock(&s->lock);
 	values_safe(t, n);
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *k = t->settle_keys + i * TALLY_KEY_MAX;
-		stripe_cell *c = hmap_get(s->cells, k, t->settle_lens[i]);
+		stripe_cell *c = hmap_get(s->cells, b->keys[i], b->lens[i]);
 
 		if (c == NULL)
 			continue;
 		/* Not while a write of it is queued (or may be: writes
 		 * queued before holds began); a cell safe already stays so
 		 * unless a hold came, which cleared it. */
-		c->safe = (uint8_t)(t->settle_ok[i] &&
-		                    s->holds[hold_slot(k, t->settle_lens[i])] ==
+		c->safe = (uint8_t)(b->ok[i] &&
+		                    s->holds[hold_slot(b->keys[i], b->lens[i])] ==
 		                            0 &&
 		                    (c->safe || !unheld));
 		/* Every cell that may hold adds counts as striped: queued
 		 * writes must see its adds. */
 		if (c->safe || c->delta != 0)
-			(void)hmap_put(t->striped, k, t->settle_lens[i], NULL);
+			(void)hmap_put(t->striped, b->keys[i], b->lens[i], NULL);
 	}
 	pthread_mutex_unlock(&s->lock);
 }

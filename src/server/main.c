@@ -66,25 +66,18 @@ static uint32_t fit_maxclients(srv_config *cfg, uint32_t files)
 	}
 	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want)
 		return files;
+	/* The store gets half of what the clients leave, and at least its
+	 * least, which under a tiny limit comes off the clients. */
 	reserve = rl.rlim_cur / 2 < keep ? rl.rlim_cur / 2 : keep;
+	if (reserve < 2 * STORE_FILES_MIN)
+		reserve = 2 * STORE_FILES_MIN;
 	/* Never more clients than asked for, never none. */
-	fit = rl.rlim_cur - reserve > 0 ? rl.rlim_cur - reserve : 1;
+	fit = rl.rlim_cur > reserve ? rl.rlim_cur - reserve : 1;
 	lowered = fit < cfg->maxclients;
 	if (lowered)
 		cfg->maxclients = (uint32_t)fit;
-	/* The store gets half of what the clients leave, and at least its
-	 * least, which under a tiny limit comes off the clients. */
 	left = rl.rlim_cur > cfg->maxclients ? rl.rlim_cur - cfg->maxclients
 	                                     : 0;
-	if (left < 2 * STORE_FILES_MIN) {
-		rlim_t cut = 2 * STORE_FILES_MIN - left;
-
-		cfg->maxclients = cfg->maxclients > cut
-		                  ? cfg->maxclients - (uint32_t)cut : 1;
-		lowered = 1;
-		left = rl.rlim_cur > cfg->maxclients
-		       ? rl.rlim_cur - cfg->maxclients : 0;
-	}
 	store = left / 2 < STORE_FILES_MIN ? STORE_FILES_MIN
 	        : left / 2 < files         ? (uint32_t)(left / 2)
 	                                   : files;

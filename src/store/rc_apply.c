@@ -108,13 +108,17 @@ static int grp_get(rc_seg *s, uint8_t kind, const void *k, size_t len,
 	return TALLY_OK;
 }
 
+/* This batch, among every batch of every tallyd: "instance:batch". */
+#define RC_BATCH_FMT "%llx:%llx"
+#define RC_BATCH_ARGS(s) (unsigned long long)(s)->r->instance, \
+                         (unsigned long long)(s)->r->batch_no
+
 /* Batch tokens name this open, this segment and a position in it. */
 static size_t batch_tok(rc_seg *s, char *buf, size_t cap, const char *tag,
                         size_t tag_len, char what, size_t i)
 {
-	int n = snprintf(buf, cap, "t:b:{%.*s}:%llx:%llx:%c%zu", (int)tag_len,
-	                 tag, (unsigned long long)s->r->instance,
-	                 (unsigned long long)s->r->batch_no, what, i);
+	int n = snprintf(buf, cap, "t:b:{%.*s}:" RC_BATCH_FMT ":%c%zu",
+	                 (int)tag_len, tag, RC_BATCH_ARGS(s), what, i);
 
 	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
@@ -206,9 +210,7 @@ static cluster_cmd *add_cmd(rc_seg *s, const char *tag, size_t tl,
 	if (cmd == NULL || rc_arg(&s->c1, cmd, 3, vkey, vl) ||
 	    rc_arg(&s->c1, cmd, 4, tkey, tkl) ||
 	    rc_argf(&s->c1, cmd, 3 + nkeys, "%u", ttl) ||
-	    rc_argf(&s->c1, cmd, 4 + nkeys, "%llx:%llx",
-	            (unsigned long long)s->r->instance,
-	            (unsigned long long)s->r->batch_no))
+	    rc_argf(&s->c1, cmd, 4 + nkeys, RC_BATCH_FMT, RC_BATCH_ARGS(s)))
 		return NULL;
 	if (summed ? rc_argf(&s->c1, cmd, 5 + nkeys, "%lld", (long long)sum)
 	           : rc_arg(&s->c1, cmd, 5 + nkeys, "", 0))
