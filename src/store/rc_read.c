@@ -3,6 +3,7 @@
  * sums or parses the replies. A read sees every write acknowledged before
  * it started: writes are acknowledged only after their nodes answered. */
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,24 +294,54 @@ static int list_read(rcs *r, rc_cmds *c, const char *key, size_t kl,
 	return rc;
 }
 
-/* Split "a:b:c:d[:rest]" into 4 integers and the rest. */
-static int entry_split(const redisReply *e, long long f[4], const char **rest,
+/* An entry as written (rc_apply.c): "seq:id:at:delta[:rest]", the seq and
+ * the id (member or content) unsigned 64-bit, at and delta signed. */
+typedef struct rc_entry {
+	uint64_t seq, id;
+	int64_t at, delta;
+} rc_entry;
+
+/* One field of an entry, ending at ':' or at the end when last. */
+static int entry_field(char **p, int last, int is_signed, uint64_t *u,
+                       int64_t *s)
+{
+	char *end;
+
+	errno = 0;
+	if (is_signed)
+		*s = strtoll(*p, &end, 10);
+	else if (**p < '0' || **p > '9') /* strtoull takes "-1" */
+		return TALLY_ECORRUPT;
+	else
+		*u = strtoull(*p, &end, 10);
+	if (end == *p || errno != 0 || (*end != ':' && *end != '\0') ||
+	    (*end == '\0' && !last))
+		return TALLY_ECORRUPT;
+	*p = *end ? end + 1 : end;
+	return TALLY_OK;
+}
+
+/* Split an entry into its four numbers and the rest. */
+static int entry_split(const redisReply *e, rc_entry *f, const char **rest,
                        size_t *rest_len)
 {
-	char buf[160], *p, *end;
+	char buf[160], *p;
+	int rc;
 
 	if (e->type != REDIS_REPLY_STRING || e->len >= sizeof buf)
 		return TALLY_ECORRUPT;
 	memcpy(buf, e->str, e->len);
 	buf[e->len] = '\0';
 	p = buf;
-	for (int i = 0; i < 4; i++) {
-		f[i] = strtoll(p, &end, 10);
-		if (end == p || (*end != ':' && *end != '\0') ||
-		    (*end == '\0' && i < 3))
-			return TALLY_ECORRUPT;
-		p = *end ? end + 1 : end;
-	}
+	rc = entry_field(&p, 0, 0, &f->seq, NULL);
+	if (rc == TALLY_OK)
+		rc = entry_field(&p, 0, 0, &f->id, NULL);
+	if (rc == TALLY_OK)
+		rc = entry_field(&p, 0, 1, NULL, &f->at);
+	if (rc == TALLY_OK)
+		rc = entry_field(&p, 1, 1, NULL, &f->delta);
+	if (rc != TALLY_OK)
+		return rc;
 	*rest = e->str + (p - buf);
 	*rest_len = e->len - (size_t)(p - buf);
 	return TALLY_OK;
@@ -334,15 +365,14 @@ int rc_recent(store *s, const key_obj *o, size_t limit, uint64_t before,
 	rc = list_read(r, &c, k, (size_t)kl, &l);
 	for (size_t i = 0; rc == TALLY_OK && i < l->elements && *n < limit;
 	     i++) {
-		long long f[4];
+		rc_entry f;
 		const char *rest;
 		size_t rl;
 
-		rc = entry_split(l->element[i], f, &rest, &rl);
-		if (rc != TALLY_OK || (before && (uint64_t)f[0] >= before))
+		rc = entry_split(l->element[i], &f, &rest, &rl);
+		if (rc != TALLY_OK || (before && f.seq >= before))
 			continue;
-		out[*n] = (tally_entry){ (uint64_t)f[1], f[2], f[3],
-		                         (uint64_t)f[0] };
+		out[*n] = (tally_entry){ f.id, f.at, f.delta, f.seq };
 		(*n)++;
 	}
 	rc_cmds_free(&c);
@@ -370,13 +400,13 @@ int rc_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	rc = list_read(r, &c, k, (size_t)kl, &l);
 	for (size_t i = 0; rc == TALLY_OK && i < l->elements && *n < limit;
 	     i++) {
-		long long f[4];
+		rc_entry f;
 		const char *rest;
 		size_t rl;
 		uint16_t id;
 
-		rc = entry_split(l->element[i], f, &rest, &rl);
-		if (rc != TALLY_OK || (before && (uint64_t)f[0] >= before))
+		rc = entry_split(l->element[i], &f, &rest, &rl);
+		if (rc != TALLY_OK || (before && f.seq >= before))
 			continue;
 		/* A content type another tallyd registered after this one
 		 * loaded the schema has no id here yet: left out. */
@@ -384,10 +414,10 @@ int rc_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 		if (id == 0)
 			continue;
 		memset(&out[*n], 0, sizeof out[*n]);
-		out[*n].content = (uint64_t)f[1];
-		out[*n].at_ms = f[2];
-		out[*n].delta = f[3];
-		out[*n].seq = (uint64_t)f[0];
+		out[*n].content = f.id;
+		out[*n].at_ms = f.at;
+		out[*n].delta = f.delta;
+		out[*n].seq = f.seq;
 		ctype_ids[*n] = id;
 		(*n)++;
 	}

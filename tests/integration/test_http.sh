@@ -93,6 +93,14 @@ http POST /v1/events '{"ctype":"article","ktype":"like","content":"1844674407370
 assert_http "u64 ids as strings, and at" 200 '{"count":1}'
 assert_eq "that event over RESP (HAS)" "1700000000000" \
 	"$(rcli tally.has article like 18446744073709551615 18446744073709551615)"
+# Ids past 2^63 come back whole from the lists too (the cluster store's
+# entries are text, read back as unsigned).
+rcli tally.add article like 18446744073709551615 9223372036854775808 >/dev/null
+assert_eq "RECENT lists members past 2^63 whole" \
+	"$(printf '%s\n' 9223372036854775808 18446744073709551615)" \
+	"$(rcli tally.recent article like 18446744073709551615 | grep -E '^[0-9]{19,}$')"
+assert_eq "HISTORY lists a content past 2^63 whole" "18446744073709551615" \
+	"$(rcli tally.history 9223372036854775808 like | grep -E '^[0-9]{19,}$')"
 http POST /v1/events '{"ctype":"article","ktype":"like","content":43,"member":1,"id":"ev-1"}'
 assert_http "event with an id" 200 '{"count":1}'
 http POST /v1/events '{"ctype":"article","ktype":"like","content":43,"member":2,"id":"ev-1"}'
