@@ -731,7 +731,8 @@ typedef struct tally_stats {
 	                               at checkpoints, counted in
 	                               store_checkpoint_entries */
 	uint64_t syncs;           /**< durable store writes (each ends in an
-	                               fsync) and async-mode flushes */
+	                               fsync), async-mode flushes, and the
+	                               flush that begins tally_compact() */
 	uint64_t sync_ns_total;   /**< time spent in them: the whole store
 	                               write with its fsync, not the fsync
 	                               alone */

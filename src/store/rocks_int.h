@@ -68,6 +68,8 @@ typedef struct rocks_jfile {
 	uint64_t end[ROCKS_JF_FILES];  /* end of the last whole record */
 	uint64_t size[ROCKS_JF_FILES]; /* file size: zeros after end */
 	uint8_t unsynced[ROCKS_JF_FILES]; /* async writes not fdatasynced */
+	int sync_err;        /* a failed fdatasync's error, kept: one that
+	                      * follows it can succeed with pages lost */
 	int active;
 	int paused;          /* backups copying the files (a count) */
 	uint64_t cap;        /* largest file */
@@ -274,6 +276,11 @@ int rocks_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* Read a found record's payload into *buf (grown as needed). */
 int rocks_jfile_read(rocks *r, const rocks_jrec *rec, uint8_t **buf,
                      size_t *cap);
+/* At open, after the scan: the record numbered num is missing while
+ * records numbered above it were found. Cut each file before its first
+ * record numbered num or above (fsynced), and carry on in the file that
+ * holds the newest record left above the checkpoint. */
+int rocks_jfile_cut(rocks *r, uint64_t num);
 /* The found records are replayed: free their list. */
 void rocks_jfile_loaded(rocks *r);
 /* Append the record in r->jbuf (header filled in here) numbered num;

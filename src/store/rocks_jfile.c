@@ -312,6 +312,44 @@ int rocks_jfile_read(rocks *r, const rocks_jrec *rec, uint8_t **buf,
 	return pread_all(r->jf.fd[rec->file], *buf, rec->len, rec->off);
 }
 
+int rocks_jfile_cut(rocks *r, uint64_t num)
+{
+	rocks_jfile *jf = &r->jf;
+	int newest = -1;
+
+	for (int i = 0; i < ROCKS_JF_FILES; i++) {
+		for (size_t k = 0; k < jf->nrecs; k++) {
+			const rocks_jrec *rec = &jf->recs[k];
+
+			if (rec->file != i)
+				continue;
+			if (rec->num < num)
+				continue;
+			/* Records of one file grow in number with their place:
+			 * this one and every one after it go. */
+			assert(rec->off >= ROCKS_JF_HDR &&
+			       rec->off - ROCKS_JF_HDR <= jf->end[i]);
+			jf->end[i] = rec->off - ROCKS_JF_HDR;
+			if (ftruncate(jf->fd[i], (off_t)jf->end[i]) != 0 ||
+			    fsync(jf->fd[i]) != 0)
+				return rocks_errno_code(errno);
+			jf->size[i] = jf->end[i];
+			break;
+		}
+	}
+	/* recs is sorted by number: the last one below num is the newest. */
+	for (size_t k = 0; k < jf->nrecs && jf->recs[k].num < num; k++)
+		newest = jf->recs[k].file;
+	if (newest >= 0) {
+		jf->active = newest;
+	} else if (jf->end[jf->active] > 0) {
+		/* Nothing above the checkpoint is left: as at open. */
+		jf->active ^= 1;
+		jf->end[jf->active] = 0;
+	}
+	return TALLY_OK;
+}
+
 void rocks_jfile_loaded(rocks *r)
 {
 	free(r->jf.recs);
@@ -377,6 +415,10 @@ int rocks_jfile_append(rocks *r, uint64_t num, int sync)
 
 	assert(r->jlen > 0 && r->jlen <= UINT32_MAX);
 	pthread_mutex_lock(&jf->mu);
+	if (jf->sync_err != TALLY_OK) {
+		pthread_mutex_unlock(&jf->mu);
+		return jf->sync_err;
+	}
 	a = jf->active;
 	if (jf->paused || jf->end[a] + len > jf->cap) {
 		pthread_mutex_unlock(&jf->mu);
@@ -417,11 +459,12 @@ int rocks_jfile_sync(rocks *r)
 	int rc = TALLY_OK;
 
 	pthread_mutex_lock(&jf->mu);
+	rc = jf->sync_err;
 	for (int i = 0; i < ROCKS_JF_FILES && rc == TALLY_OK; i++) {
 		if (!jf->unsynced[i])
 			continue;
 		if (fdatasync(jf->fd[i]) != 0)
-			rc = rocks_errno_code(errno);
+			rc = jf->sync_err = rocks_errno_code(errno);
 		else
 			jf->unsynced[i] = 0;
 	}

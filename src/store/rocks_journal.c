@@ -604,6 +604,8 @@ int rocks_journal_spill(rocks *r)
 {
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
 	sorted ents = { 0 };
+	char *serr = NULL;
+	uint64_t t0;
 	int rc = TALLY_OK;
 
 	if (wb == NULL)
@@ -611,8 +613,22 @@ int rocks_journal_spill(rocks *r)
 	/* Held throughout: no freeze, so no checkpoint of newer values can
 	 * land before this write of older ones. A running checkpoint's
 	 * older values may land after it; reads see memory first, and the
-	 * next checkpoint writes the newer values again. */
+	 * next checkpoint writes the newer values again. Nor can a batch
+	 * reach memory meanwhile. */
 	rocks_dirty_rdlock(r);
+	t0 = rocks_now_ns();
+	/* The records of what is spilled go to disk first (async
+	 * durability leaves them unsynced for up to flush_ms): the tables
+	 * may be flushed before them, and a machine crash that then lost
+	 * some would replay only the keys of the records kept, leaving the
+	 * others at the spilled values, batches in part. */
+	rocksdb_flush_wal(r->db, 1, &serr);
+	if (serr)
+		rc = rocks_write_err(serr);
+	if (rc == TALLY_OK)
+		rc = rocks_jfile_sync(r);
+	if (rc == TALLY_OK)
+		rocks_sync_count(r, rocks_now_ns() - t0);
 	for (int g = 0; g < 2 && rc == TALLY_OK; g++) {
 		hmap *const *tab = g ? r->dirty : r->frozen;
 		const rocks_evgen *evs = g ? r->ev_dirty : r->ev_frozen;
@@ -768,17 +784,37 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 	return TALLY_OK;
 }
 
+/* Records above the checkpoint are numbered one after another, in the
+ * files and META alike (a number is taken only by a record written).
+ * Async durability, after a machine crash, can lose a record of a file
+ * and keep a later one: the place of the lost one still holds a whole
+ * record of an earlier turn, numbered lower, so the scan reads on. The
+ * records after such a gap are not replayed (the batches survive as a
+ * prefix of those acknowledged, as with a torn record), and are cut from
+ * the files. */
+typedef struct replay_pos {
+	size_t next;     /* the next of the files' records */
+	uint64_t expect; /* the number the next record must have */
+	uint64_t gap;    /* 0, or the first file record found past a gap */
+} replay_pos;
+
 /* Replay the journal files' records numbered below upto (all: UINT64_MAX),
- * from *next on. */
-static int replay_files(rocks *r, size_t *next, uint64_t upto, uint8_t **buf,
-                        size_t *cap)
+ * from pos->next on, up to a gap. */
+static int replay_files(rocks *r, replay_pos *pos, uint64_t upto,
+                        uint8_t **buf, size_t *cap)
 {
 	int rc = TALLY_OK;
 
-	while (rc == TALLY_OK && *next < r->jf.nrecs &&
-	       r->jf.recs[*next].num < upto) {
-		const rocks_jrec *rec = &r->jf.recs[(*next)++];
+	while (rc == TALLY_OK && pos->gap == 0 && pos->next < r->jf.nrecs &&
+	       r->jf.recs[pos->next].num < upto) {
+		const rocks_jrec *rec = &r->jf.recs[pos->next];
 
+		if (rec->num != pos->expect) {
+			pos->gap = rec->num;
+			break;
+		}
+		pos->next++;
+		pos->expect++;
 		rc = rocks_jfile_read(r, rec, buf, cap);
 		if (rc == TALLY_OK)
 			rc = replay_one(r, *buf, rec->len);
@@ -793,8 +829,9 @@ int rocks_journal_load(rocks *r, const char *dir)
 	rocksdb_iterator_t *it;
 	uint8_t lo[JKEY_LEN];
 	uint8_t *buf = NULL;
-	size_t cap = 0, next = 0;
+	size_t cap = 0;
 	char *err = NULL;
+	replay_pos pos = { 0, r->ck_upto + 1, 0 };
 	/* r->ck_upto holds META_JCKPT here (rocks.c). A file takes the
 	 * records between two checkpoints' turns: about journal_max, more
 	 * while a checkpoint runs. Past twice that, records go to RocksDB. */
@@ -819,7 +856,7 @@ int rocks_journal_load(rocks *r, const char *dir)
 			rc = TALLY_ECORRUPT;
 			break;
 		}
-		rc = replay_files(r, &next, be64_get(k + 1), &buf, &cap);
+		rc = replay_files(r, &pos, be64_get(k + 1), &buf, &cap);
 		/* Deleted by the next checkpoint, like the ones to come. */
 		if (rc == TALLY_OK)
 			rc = jlist_add(&r->jm, be64_get(k + 1));
@@ -829,6 +866,14 @@ int rocks_journal_load(rocks *r, const char *dir)
 		 * lost with a failed one (see freeze()). */
 		if (be64_get(k + 1) <= r->ck_upto)
 			continue;
+		/* A record goes to META only after every file record before
+		 * it is synced (batch_write()), and RocksDB's WAL keeps a
+		 * prefix: one past a gap is damage, not a crash. */
+		if (pos.gap != 0 || be64_get(k + 1) != pos.expect) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
+		pos.expect++;
 		r->jseq = be64_get(k + 1);
 		r->journal_bytes += ROCKS_JF_HDR + vlen; /* as committed */
 		rc = replay_one(r, v, vlen);
@@ -840,7 +885,9 @@ int rocks_journal_load(rocks *r, const char *dir)
 		return rocks_err(err);
 	}
 	if (rc == TALLY_OK)
-		rc = replay_files(r, &next, UINT64_MAX, &buf, &cap);
+		rc = replay_files(r, &pos, UINT64_MAX, &buf, &cap);
+	if (rc == TALLY_OK && pos.gap != 0)
+		rc = rocks_jfile_cut(r, pos.gap);
 	free(buf);
 	rocks_jfile_loaded(r);
 	/* New records must sort after every one a file may still hold. */

@@ -3671,6 +3671,133 @@ static void test_journal_file_cut_where_its_scan_ends(void **state)
 	tally_closep(&c);
 }
 
+/* A machine crash in async durability right after a turn: the first
+ * record written over file 0 is lost, and its place still holds a whole
+ * record of the turn before, numbered lower, while the next record
+ * survives. Replaying that one without the lost one gives a state that
+ * no prefix of the acknowledged batches gives: it is left out, and cut
+ * from the file so that new records do not sort after it. */
+static void test_journal_gap_after_turn_replays_none_past_it(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	char jf[PATH_MAX + 32], img[PATH_MAX], img2[PATH_MAX];
+	uint8_t stale[256];
+	off_t off[64];
+	tally_stats st;
+	tally *c = NULL;
+	struct stat sb;
+	int64_t s = 0, v = 0;
+	off_t stale_len;
+	size_t n;
+	int fd;
+
+	o.checkpoint_kib = 4;
+	fx_reopen_with(f, &o);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", f->db);
+	/* Records of the same length, as y's and z's below. */
+	for (int i = 0; ; i++) {
+		CHECK_OK(tally_incrby(f->t, "s", 1, (i & 1) ? 1 : -1, NULL));
+		if (i == 0) {
+			/* The first record of the first turn of file 0. */
+			n = journal_records(jf, off, 64);
+			CHECK_U64(n, 1);
+		}
+		CHECK_OK(tally_stats_get(f->t, &st));
+		if (st.store_checkpoints >= 2)
+			break;
+		assert_true(i < 100000);
+	}
+	/* The second checkpoint turned the files back to file 0, to be
+	 * written over from its start, where the first record still is. */
+	n = journal_records(jf, off, 64);
+	stale_len = off[1];
+	assert_true(n >= 2 && stale_len <= (off_t)sizeof stale);
+	fd = open(jf, O_RDONLY);
+	assert_true(fd >= 0 &&
+	            pread(fd, stale, (size_t)stale_len, 0) == stale_len);
+	close(fd);
+	s = get_of(f->t, "s");
+	CHECK_OK(tally_incrby(f->t, "y", 1, 0, NULL));
+	CHECK_OK(tally_incrby(f->t, "z", 1, 5, NULL));
+	/* y's record takes exactly the place of the first one. */
+	n = journal_records(jf, off, 64);
+	assert_true(n >= 2);
+	CHECK_I64(off[1], stale_len);
+
+	snprintf(img, sizeof img, "%s/img", f->dir);
+	copy_folder(f->db, img);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
+	fd = open(jf, O_RDWR);
+	assert_true(fd >= 0 &&
+	            pwrite(fd, stale, (size_t)stale_len, 0) == stale_len);
+	close(fd);
+
+	CHECK_OK(tally_open(img, NULL, &c));
+	CHECK_RC(tally_get(c, "y", 1, &v), TALLY_ENOTFOUND);
+	CHECK_RC(tally_get(c, "z", 1, &v), TALLY_ENOTFOUND);
+	CHECK_I64(get_of(c, "s"), s);
+	CHECK_TRUE(stat(jf, &sb) == 0 && sb.st_size == stale_len);
+	CHECK_OK(tally_incrby(c, "z", 1, 7, &v));
+	CHECK_I64(v, 7);
+	/* As kill -9 leaves it: the new record is replayed, after the rest. */
+	snprintf(img2, sizeof img2, "%s/img2", f->dir);
+	copy_folder(img, img2);
+	tally_closep(&c);
+	CHECK_OK(tally_open(img2, NULL, &c));
+	CHECK_I64(get_of(c, "z"), 7);
+	CHECK_I64(get_of(c, "s"), s);
+	CHECK_RC(tally_get(c, "y", 1, &v), TALLY_ENOTFOUND);
+	tally_closep(&c);
+
+	/* A record in META (a write with an ID) is written only after the
+	 * file records before it are synced: found past such a gap, it is
+	 * damage, refused rather than replayed over a hole. */
+	tally_write w = write_incrby("m", 1, 1);
+	w.id = "gap-1";
+	w.id_len = 5;
+	CHECK_OK(tally_write_sync(f->t, &w, NULL));
+	snprintf(img, sizeof img, "%s/img3", f->dir);
+	copy_folder(f->db, img);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
+	fd = open(jf, O_RDWR);
+	assert_true(fd >= 0 &&
+	            pwrite(fd, stale, (size_t)stale_len, 0) == stale_len);
+	close(fd);
+	CHECK_RC(tally_open(img, NULL, &c), TALLY_ECORRUPT);
+	assert_null(c);
+}
+
+/* tally_compact() writes the values in memory to the tables, which it
+ * then flushes: in async durability the journal records of those values
+ * must reach the disk first. Were the tables durable and a record not, a
+ * machine crash would replay the keys of the records kept and leave the
+ * others at the spilled values: a group in part (here b's +1 without
+ * a's). */
+static void test_compact_syncs_the_journal_first(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	tally_write w[2] = { write_incrby("a", 1, 1), write_incrby("b", 1, 1) };
+	static struct grp_rec g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	tally_stats before, after;
+
+	o.durability = TALLY_DURABILITY_ASYNC;
+	o.flush_interval_ms = 60000;
+	fx_reopen_with(f, &o);
+	CHECK_OK(tally_incrby(f->t, "a", 1, 1, NULL));
+	CHECK_OK(tally_write_group_async(f->t, w, 2, grp_done, &g));
+	grp_wait(&g, 2);
+	CHECK_I64(g.errs, 0);
+	CHECK_OK(tally_stats_get(f->t, &before));
+	CHECK_OK(tally_compact(f->t));
+	CHECK_OK(tally_stats_get(f->t, &after));
+	CHECK_U64(after.syncs - before.syncs, 1);
+	fx_reopen_with(f, &o);
+	CHECK_I64(get_of(f->t, "a"), 2);
+	CHECK_I64(get_of(f->t, "b"), 1);
+}
+
 /* Every page of article 1's events, newest first: members n down to 1,
  * with the unlikes of every 10th member after its like. */
 static void check_events_merged(tally *t, uint64_t n)
@@ -4573,6 +4700,8 @@ int main(void)
 	    T(test_mget_mixes_memory_and_tables),
 	    T(test_journal_files_hold_counter_batches),
 	    T(test_journal_file_cut_where_its_scan_ends),
+	    T(test_journal_gap_after_turn_replays_none_past_it),
+	    T(test_compact_syncs_the_journal_first),
 	    T(test_events_in_memory_merge_with_tables),
 	    T(test_membership_from_tables_decides_unique),
 	    T(test_chunked_events_read_back),
