@@ -790,11 +790,14 @@ static void resp_dispatch(conn *c, resp_cmd *cmd)
 	}
 }
 
-static void protocol_error(conn *c)
+static void protocol_error(conn *c, int rc)
 {
 	char msg[256];
 
-	snprintf(msg, sizeof msg, "ERR %s", resp_parser_error(c->rp));
+	/* Out of memory sets no parser message. */
+	snprintf(msg, sizeof msg, "ERR %s",
+	         rc == RESP_NOMEM ? "out of memory reading the request"
+	                          : resp_parser_error(c->rp));
 	stat_add(&c->w->st->protocol_errors_total, 1);
 	if (c->head != NULL) {
 		slot *sl = slot_new(c, 0);
@@ -850,13 +853,15 @@ static void resp_process(conn *c)
 				more_link(c);
 			break;
 		}
+		/* AUTH or HELLO may have just authenticated the client. */
+		resp_parser_set_unauth(c->rp, !c->cl.authed);
 		rc = resp_parser_next(c->rp, &cmd);
 		if (rc == RESP_AGAIN) {
 			c->drained = 1;
 			break;
 		}
 		if (rc != RESP_OK) {
-			protocol_error(c);
+			protocol_error(c, rc);
 			break;
 		}
 		if (c->owed > 0 && !cmd_is_write(cmd.argv[0], cmd.lens[0])) {
@@ -866,6 +871,10 @@ static void resp_process(conn *c)
 		}
 		resp_dispatch(c, &cmd);
 	}
+	/* Every command read is done with (none waits, none runs on a pool
+	 * thread): a big one's buffers can go. */
+	if (c->drained && !c->has_deferred && !c->offloaded && !c->closed)
+		resp_parser_trim(c->rp);
 	/* Not while its turn is over: its backlog would grow unparsed. */
 	reading_set(c, !c->has_deferred && !c->offloaded &&
 	            !c->cl.close_after && c->nslots < max_pending &&

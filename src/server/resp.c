@@ -65,6 +65,8 @@
 /* An idle buffer bigger than this is shrunk back, so one big request does
  * not pin its memory for the life of the connection. */
 #define RESP_BUF_KEEP ((size_t)256 << 10)
+/* The same for the argument table (24 bytes a slot). */
+#define RESP_ARGS_KEEP ((size_t)1024)
 /* Any limit is clamped to this, so that a length plus its framing can
  * never overflow a size_t. */
 #define RESP_LIMIT_CAP (SIZE_MAX / 4)
@@ -94,6 +96,7 @@ struct resp_parser {
 	char **argv;
 	size_t *lens;
 	size_t *offs;      /* argument offsets from start (invariant 2) */
+	int unauth;        /* Redis's caps for a client not authenticated */
 	char err[96];
 };
 
@@ -214,6 +217,9 @@ static int parse_count(resp_parser *p)
 	    (n > 0 && (uint64_t)n > p->lim.args_max)) {
 		return fail(p, err_mbulk_len);
 	}
+	if (p->unauth && n > RESP_UNAUTH_ARGS_MAX) {
+		return fail(p, "Protocol error: unauthenticated multibulk length");
+	}
 	advance(p, eol + 2);
 	if (n <= 0) {
 		p->start = p->cur;
@@ -248,6 +254,9 @@ static int parse_bulk_len(resp_parser *p)
 	    n < 0 ||
 	    (uint64_t)n > p->lim.bulk_max) {
 		return fail(p, err_bulk_len);
+	}
+	if (p->unauth && n > RESP_UNAUTH_BULK_MAX) {
+		return fail(p, "Protocol error: unauthenticated bulk length");
 	}
 	/* Refuse now what could never fit, rather than buffer up to it. No
 	 * overflow: n <= bulk_max <= RESP_LIMIT_CAP. */
@@ -513,6 +522,48 @@ static int grow(resp_parser *p, size_t want)
 	return RESP_OK;
 }
 
+/* Shrink an empty buffer to what a read of `want` needs, at least
+ * RESP_BUF_INIT (realloc failing leaves it as it was). */
+static void buf_shrink(resp_parser *p, size_t want)
+{
+	size_t to = want > RESP_BUF_INIT ? want : RESP_BUF_INIT;
+	assert(p->start == p->len && p->len == 0 && to < p->cap);
+	char *small = realloc(p->buf, to);
+	if (small) {
+		p->buf = small;
+		p->cap = to;
+	}
+}
+
+void resp_parser_set_unauth(resp_parser *p, int unauth)
+{
+	assert(p);
+	p->unauth = unauth != 0;
+}
+
+void resp_parser_trim(resp_parser *p)
+{
+	assert(p);
+	if (p->start != p->len || p->mbulk_left != 0) return;
+	if (p->cap > RESP_BUF_KEEP) {
+		RESP_UNPOISON(p->buf, p->cap);
+		p->start = p->cur = p->scan = p->len = 0;
+		buf_shrink(p, RESP_BUF_INIT);
+		RESP_POISON(p->buf, p->cap);
+	}
+	if (p->args_cap > RESP_ARGS_KEEP) {
+		/* Freed, not shrunk: three reallocs could fail apart and
+		 * leave the slots counted wrong. args_reserve() starts over. */
+		free(p->argv);
+		free(p->lens);
+		free(p->offs);
+		p->argv = NULL;
+		p->lens = p->offs = NULL;
+		p->args_cap = 0;
+		p->argc = 0;
+	}
+}
+
 char *resp_parser_space(resp_parser *p, size_t want, size_t *avail)
 {
 	assert(p);
@@ -523,13 +574,8 @@ char *resp_parser_space(resp_parser *p, size_t want, size_t *avail)
 		 * no multibulk is in progress, its count line would be here). */
 		assert(p->mbulk_left == 0);
 		p->start = p->cur = p->scan = p->len = 0;
-		if (p->cap > RESP_BUF_KEEP && want <= RESP_BUF_INIT) {
-			char *small = realloc(p->buf, RESP_BUF_INIT);
-			if (small) {
-				p->buf = small;
-				p->cap = RESP_BUF_INIT;
-			}
-		}
+		if (p->cap > RESP_BUF_KEEP && want <= RESP_BUF_KEEP)
+			buf_shrink(p, want);
 	}
 	if (p->cap - p->len < want) compact(p);
 	if (p->cap - p->len < want && grow(p, want) != RESP_OK) return NULL;
@@ -598,6 +644,8 @@ size_t resp_parser_pending(const resp_parser *p)
 #define RBUF_ERROR_MAX 1024
 /* The smallest allocation of a reply buffer. */
 #define RBUF_INIT 256
+/* An emptied buffer larger than this is freed. */
+#define RBUF_KEEP ((size_t)64 << 10)
 
 void rbuf_init(rbuf *b, size_t max, int proto)
 {
@@ -626,6 +674,13 @@ void rbuf_consume(rbuf *b, size_t n)
 	assert(n <= b->len);
 	if (n < b->len) memmove(b->data, b->data + n, b->len - n);
 	b->len -= n;
+	/* Sent in full: a buffer a big reply grew is given back, so that it
+	 * does not stay with the connection (rbuf_reserve() starts over). */
+	if (b->len == 0 && b->cap > RBUF_KEEP) {
+		free(b->data);
+		b->data = NULL;
+		b->cap = 0;
+	}
 }
 
 /* Capacity for `need` bytes; 0 when it cannot be had (an allocation

@@ -27,7 +27,7 @@ enum { RESP_OK = 0, RESP_AGAIN = 1, RESP_ERR = -1, RESP_NOMEM = -2 };
 
 /* One parsed command: argc arguments, argv[i] of lens[i] bytes. The
  * arguments live in the parser's buffer and stay valid until the next
- * call of resp_parser_space(), _commit() or _free(); each argv[i] is
+ * call of resp_parser_space(), _commit(), _trim() or _free(); each argv[i] is
  * followed by a NUL byte (not counted in lens[i]). */
 typedef struct resp_cmd {
 	size_t argc;
@@ -58,6 +58,19 @@ int resp_parser_next(resp_parser *p, resp_cmd *cmd);
 const char *resp_parser_error(const resp_parser *p);
 /* Bytes buffered and not yet parsed (for memory accounting). */
 size_t resp_parser_pending(const resp_parser *p);
+/* A client not yet authenticated gets Redis's caps whatever the limits:
+ * at most RESP_UNAUTH_ARGS_MAX arguments of RESP_UNAUTH_BULK_MAX bytes
+ * per command ("Protocol error: unauthenticated multibulk length" /
+ * "... bulk length"), so that it cannot make the server buffer much
+ * before its password is checked. Takes effect at the next command. */
+#define RESP_UNAUTH_ARGS_MAX 10
+#define RESP_UNAUTH_BULK_MAX 16384
+void resp_parser_set_unauth(resp_parser *p, int unauth);
+/* Between commands (nothing buffered), give back a buffer or argument
+ * table grown past what a typical command needs, so that one big request
+ * does not keep its memory for the connection's life. Invalidates the
+ * last command's argv, as resp_parser_space() does. */
+void resp_parser_trim(resp_parser *p);
 
 /* ---- reply builders ------------------------------------------------------
  * Replies are appended to an output buffer with a hard size bound: past
@@ -76,6 +89,8 @@ typedef struct rbuf {
 void rbuf_init(rbuf *b, size_t max, int proto);
 void rbuf_free(rbuf *b);
 /* Drop the first n bytes (sent). */
+/* Drop the first n bytes (sent). Emptied, a buffer grown past 64 KiB is
+ * freed (data NULL, cap 0) and grows again from its first append. */
 void rbuf_consume(rbuf *b, size_t n);
 void rbuf_append(rbuf *b, const void *p, size_t n);
 

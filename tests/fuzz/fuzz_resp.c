@@ -134,7 +134,8 @@ static void parse_whole(const uint8_t *d, size_t n, const resp_limits *lim,
 }
 
 /* The input in chunks, read into the parser's own buffer as the network
- * layer does, taking every command after each chunk. */
+ * layer does, taking every command after each chunk and then trimming
+ * the parser, which must change nothing of the parse. */
 static void parse_chunked(const uint8_t *d, size_t n, const resp_limits *lim,
                           uint64_t seed, outcome *o)
 {
@@ -152,6 +153,7 @@ static void parse_chunked(const uint8_t *d, size_t n, const resp_limits *lim,
 		off += k;
 		if (drain(p, lim, 0, o))
 			break;
+		resp_parser_trim(p);
 	}
 	if (n == 0)
 		drain(p, lim, 0, o);

@@ -37,6 +37,27 @@ assert_eq "the refused TALLY.ADD changed nothing" "0" \
 	"$(rcli TALLY.COUNT article like 1)"
 assert_eq "the refused INCRBY changed nothing" "" "$(rcli GET k)"
 
+section "RESP: Redis's caps on a client not yet authenticated"
+# 11 arguments, or one of 16385 bytes, before AUTH: refused while the
+# command is read, as Redis 7 does, and the connection closed.
+args11='*11\r\n$4\r\nMGET\r\n'
+for i in 1 2 3 4 5 6 7 8 9 10; do args11+='$1\r\nk\r\n'; done
+assert_eq "11 arguments before AUTH" \
+	'-ERR Protocol error: unauthenticated multibulk length\r\n<EOF>' \
+	"$(raw_resp "$T_RESP" "$args11")"
+big=$(head -c 16385 /dev/zero | tr '\0' x)
+assert_eq "an argument of 16385 bytes before AUTH" \
+	'-ERR Protocol error: unauthenticated bulk length\r\n<EOF>' \
+	"$(raw_resp "$T_RESP" "*2\r\n\$4\r\nAUTH\r\n\$16385\r\n$big\r\n")"
+ok16k=$(head -c 16384 /dev/zero | tr '\0' x)
+assert_eq "an argument of 16384 bytes before AUTH: read, and refused" \
+	'-NOAUTH Authentication required.\r\n' \
+	"$(raw_resp "$T_RESP" "*2\r\n\$3\r\nGET\r\n\$16384\r\n$ok16k\r\n" 1)"
+auth_cmd="*2\r\n\$4\r\nAUTH\r\n\$${#PASS_W}\r\n${PASS_W//\\/\\\\}\r\n"
+assert_eq "after AUTH in the same pipeline, 11 arguments are read" \
+	'+OK\r\n*10\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n$-1\r\n' \
+	"$(raw_resp "$T_RESP" "$auth_cmd$args11" 1)"
+
 section "RESP: AUTH"
 WRONG="WRONGPASS invalid username-password pair or user is disabled."
 assert_eq "AUTH with a wrong password" "$WRONG" "$(raw AUTH "$GUESS")"

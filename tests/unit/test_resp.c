@@ -275,6 +275,99 @@ static void make_pipeline(uint64_t *seed, size_t n, bytes *wire, bytes *want)
 	}
 }
 
+/* resp_parser_trim() between commands gives back a grown buffer and
+ * argument table, and parsing goes on; with a command half read it
+ * keeps everything. (ASan catches a use of what it freed.) */
+static void test_trim_between_commands_then_parse_on(void **state)
+{
+	(void)state;
+	resp_parser *p = resp_parser_create(NULL);
+	resp_cmd cmd;
+	char head[32];
+	assert_non_null(p);
+	int n = snprintf(head, sizeof head, "*%d\r\n", 2001);
+	assert_int_equal(resp_parser_feed(p, head, (size_t)n), RESP_OK);
+	for (int i = 0; i < 2001; i++)
+		assert_int_equal(resp_parser_feed(p, "$1\r\nk\r\n", 7), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 2001);
+	resp_parser_trim(p);
+	size_t big = 600000;
+	char *arg = malloc(big);
+	assert_non_null(arg);
+	memset(arg, 'x', big);
+	n = snprintf(head, sizeof head, "*2\r\n$4\r\nECHO\r\n$%zu\r\n", big);
+	assert_int_equal(resp_parser_feed(p, head, (size_t)n), RESP_OK);
+	assert_int_equal(resp_parser_feed(p, arg, big), RESP_OK);
+	assert_int_equal(resp_parser_feed(p, "\r\n", 2), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 2);
+	assert_int_equal(cmd.lens[1], big);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_AGAIN);
+	resp_parser_trim(p);
+	assert_int_equal(resp_parser_feed(p, "*1\r\n$4\r\nPING\r\n", 14),
+	                 RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 1);
+	assert_string_equal(cmd.argv[0], "PING");
+	/* Half a command buffered: trim keeps it. */
+	assert_int_equal(resp_parser_feed(p, head, (size_t)n), RESP_OK);
+	assert_int_equal(resp_parser_feed(p, arg, big / 2), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_AGAIN);
+	resp_parser_trim(p);
+	assert_int_equal(resp_parser_feed(p, arg, big - big / 2), RESP_OK);
+	assert_int_equal(resp_parser_feed(p, "\r\n", 2), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 2);
+	assert_string_equal(cmd.argv[0], "ECHO");
+	assert_int_equal(cmd.lens[1], big);
+	assert_int_equal(cmd.argv[1][big - 1], 'x');
+	free(arg);
+	resp_parser_free(p);
+}
+
+/* A client not authenticated: Redis's 10 arguments of 16 KiB. */
+static void test_unauthenticated_caps(void **state)
+{
+	(void)state;
+	resp_parser *p = resp_parser_create(NULL);
+	resp_cmd cmd;
+	const char *ten = "*10\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"
+	                  "$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n$1\r\na\r\n"
+	                  "$1\r\na\r\n$1\r\na\r\n";
+	assert_non_null(p);
+	resp_parser_set_unauth(p, 1);
+	assert_int_equal(resp_parser_feed(p, ten, strlen(ten)), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 10);
+	assert_int_equal(resp_parser_feed(p, "*11\r\n", 5), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_ERR);
+	assert_string_equal(resp_parser_error(p),
+	                    "Protocol error: unauthenticated multibulk length");
+	resp_parser_free(p);
+
+	p = resp_parser_create(NULL);
+	assert_non_null(p);
+	resp_parser_set_unauth(p, 1);
+	assert_int_equal(resp_parser_feed(p, "*1\r\n$16385\r\n", 12), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_ERR);
+	assert_string_equal(resp_parser_error(p),
+	                    "Protocol error: unauthenticated bulk length");
+	resp_parser_free(p);
+
+	/* Authenticated (the default), the limits are the parser's own. */
+	p = resp_parser_create(NULL);
+	assert_non_null(p);
+	resp_parser_set_unauth(p, 1);
+	resp_parser_set_unauth(p, 0);
+	assert_int_equal(resp_parser_feed(p, "*11\r\n", 5), RESP_OK);
+	for (int i = 0; i < 11; i++)
+		assert_int_equal(resp_parser_feed(p, "$1\r\na\r\n", 7), RESP_OK);
+	assert_int_equal(resp_parser_next(p, &cmd), RESP_OK);
+	assert_int_equal(cmd.argc, 11);
+	resp_parser_free(p);
+}
+
 static void test_pipeline_any_split_same_commands(void **state)
 {
 	(void)state;
@@ -814,6 +907,16 @@ static void test_rbuf_consume_and_grow(void **state)
 	for (int i = 0; i < 256; i++) rbuf_append(&b, big, sizeof(big));
 	assert_int_equal(b.len, 256 * sizeof(big));
 	assert_int_equal(b.overflow, 0);
+	/* Sent in part, it keeps its room; sent in full, a big one goes,
+	 * and the buffer takes replies again. */
+	rbuf_consume(&b, sizeof(big));
+	assert_true(b.cap >= 255 * sizeof(big));
+	rbuf_consume(&b, b.len);
+	assert_int_equal(b.cap, 0);
+	rbuf_append(&b, "+OK\r\n", 5);
+	expect_bytes(&b, "+OK\r\n", 5);
+	rbuf_consume(&b, 5);
+	assert_true(b.cap > 0);
 	rbuf_free(&b);
 }
 
@@ -824,6 +927,8 @@ int main(void)
 		cmocka_unit_test(test_multibulk_empty_argument),
 		cmocka_unit_test(test_pending_counts_unparsed_bytes),
 		cmocka_unit_test(test_arguments_valid_until_space),
+		cmocka_unit_test(test_trim_between_commands_then_parse_on),
+		cmocka_unit_test(test_unauthenticated_caps),
 		cmocka_unit_test(test_pipeline_any_split_same_commands),
 		cmocka_unit_test(test_inline_quotes_and_escapes),
 		cmocka_unit_test(test_inline_cr_kept_inside_line),
