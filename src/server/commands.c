@@ -1181,7 +1181,7 @@ static const cmd_def table[] = {
 	CMD("tally.history", -3, CMD_TEXT, cmd_thistory),
 	CMD("tally.type", -2, CMD_TEXT, cmd_ttype),
 	CMD("tally.types", 1, CMD_TEXT, cmd_ttypes),
-	CMD("tally.shards", -2, CMD_TEXT, cmd_tshards),
+	CMD("tally.shards", -2, 0, cmd_tshards),
 	CMD("tally.backup", 2, CMD_TEXT, cmd_tbackup),
 };
 static const size_t table_n = sizeof table / sizeof table[0];

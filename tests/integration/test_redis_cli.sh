@@ -478,6 +478,10 @@ assert_eq "... and only the second was counted" "(integer) 1" \
 raw=$(raw_resp "$T_RESP" '*3\r\n$6\r\nINCRBY\r\n$3\r\nnul\r\n$1\r\n5\r\n*3\r\n$6\r\nINCRBY\r\n$5\r\nnul\x00b\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$3\r\nnul\r\n*1\r\n$4\r\nQUIT\r\n')
 assert_contains "a counter whose name holds a NUL is a counter of its own" "$raw" \
 	':5\r\n:1\r\n$1\r\n5\r\n+OK'
+# ... and TALLY.SHARDS takes its name too (the shard count of a counter is
+# 1 until it grows, on either store).
+raw=$(raw_resp "$T_RESP" '*2\r\n$12\r\nTALLY.SHARDS\r\n$5\r\nnul\x00b\r\n*1\r\n$4\r\nQUIT\r\n')
+assert_eq "TALLY.SHARDS of a counter whose name holds a NUL" ':1\r\n+OK\r\n<EOF>' "$raw"
 
 section "an ID whose write was refused is free for its retry"
 rcli tally.type add ovf total >/dev/null
