@@ -65,6 +65,10 @@ typedef struct eng_type {
 typedef struct schema {
 	pthread_rwlock_t lock;       /* guards the tables below */
 	pthread_mutex_t reg;         /* one registration at a time */
+	/* Last read of a shared store's schema for an unknown content type
+	 * (schema_ctype_read()), to space them out. Before types: not
+	 * swapped by schema_replace(). */
+	_Atomic uint64_t refreshed_ns;
 	hmap *types;                 /* name -> uint16 index into type_list */
 	eng_type type_list[TALLY_TYPES_MAX];
 	size_t type_count;
@@ -259,6 +263,11 @@ int schema_type(tally *t, const char *name, uint16_t *id, int *mode);
 int schema_ctype(tally *t, const char *name, uint16_t *id);
 /* Look up or register (queueing its persistence first). */
 int schema_ctype_ensure(tally *t, const char *name, uint16_t *id);
+/* schema_ctype() for a read: with a store shared by several instances,
+ * a name not known here is looked for in the store's schema first (at
+ * most every SCHEMA_REFRESH_MS), where another instance may have put it. */
+#define SCHEMA_REFRESH_MS 100
+int schema_ctype_read(tally *t, const char *name, uint16_t *id);
 /* Name of a content type id, copied into out (TALLY_NAME_MAX + 1). */
 void schema_ctype_name(tally *t, uint16_t id, char *out);
 int schema_type_add(tally *t, const char *name, int mode);

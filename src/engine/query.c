@@ -19,7 +19,7 @@ static int obj_resolve(tally *t, const char *ctype, const char *ktype,
 	rc = schema_type(t, ktype, &o->ktype, mode);
 	if (rc != TALLY_OK)
 		return rc;
-	rc = schema_ctype(t, ctype, &o->ctype);
+	rc = schema_ctype_read(t, ctype, &o->ctype);
 	*absent = rc == TALLY_ENOTFOUND;
 	o->content = content;
 	return *absent ? TALLY_OK : rc;
@@ -218,7 +218,7 @@ int tally_counts(tally *t, const char *ctype, uint64_t content,
 
 	if (t == NULL || ctype == NULL || n == NULL || (out == NULL && cap))
 		return TALLY_EINVAL;
-	rc = schema_ctype(t, ctype, &cid);
+	rc = schema_ctype_read(t, ctype, &cid);
 	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
 		return rc;
 	schema_types(t, types, TALLY_TYPES_MAX, &nt);
@@ -309,8 +309,11 @@ int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
 		return rc;
 	rc = t->st->vt->history(t->st, member, kid, limit, before, out, ids, n);
 	eng_store_release(t);
+	/* Id 0: the store gave the name itself (a shared store's entries
+	 * hold names). */
 	for (size_t i = 0; rc == TALLY_OK && i < *n; i++)
-		schema_ctype_name(t, ids[i], out[i].ctype);
+		if (ids[i] != 0)
+			schema_ctype_name(t, ids[i], out[i].ctype);
 	return rc;
 }
 

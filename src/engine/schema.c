@@ -253,6 +253,69 @@ int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
 		}
 	}
 	pthread_mutex_unlock(&s->reg);
+	/* A shared store learns the name now, not when the op is applied:
+	 * reads of the id in between find the keys other instances wrote
+	 * under it. Outside reg: a reopen holds the store and reloads the
+	 * schema. A failure changes nothing: the op teaches it too. */
+	if (rc == TALLY_OK && eng_store_hold(t) == TALLY_OK) {
+		if (t->st->vt->ctype_named != NULL)
+			(void)t->st->vt->ctype_named(t->st, name, len, *id);
+		eng_store_release(t);
+	}
+	return rc;
+}
+
+/* schema_refresh()'s learn: a name another instance wrote takes this
+ * instance's next id (ids are each instance's own there), without an op:
+ * the name is in the store's schema already. */
+static int ctype_learn(void *arg, const char *name, size_t len, uint16_t *id)
+{
+	tally *t = arg;
+	schema *s = &t->sch;
+	char buf[TALLY_NAME_MAX + 1];
+	int rc;
+
+	if (len == 0 || len > TALLY_NAME_MAX)
+		return TALLY_EINVAL;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	if (schema_name_check(buf) != TALLY_OK)
+		return TALLY_EINVAL; /* not a name tally writes: left out */
+	pthread_mutex_lock(&s->reg);
+	rc = schema_ctype(t, buf, id);
+	if (rc == TALLY_ENOTFOUND) {
+		uint32_t next = s->ctype_next_id;
+
+		rc = TALLY_ELIMIT;
+		if (next <= TALLY_CTYPES_MAX) {
+			pthread_rwlock_wrlock(&s->lock);
+			rc = ctype_insert(s, buf, len, (uint16_t)next);
+			pthread_rwlock_unlock(&s->lock);
+			*id = (uint16_t)next;
+		}
+	}
+	pthread_mutex_unlock(&s->reg);
+	return rc;
+}
+
+int schema_ctype_read(tally *t, const char *name, uint16_t *id)
+{
+	uint64_t now, last;
+	int rc = schema_ctype(t, name, id);
+
+	if (rc != TALLY_ENOTFOUND)
+		return rc;
+	now = eng_now_ns();
+	last = atomic_load(&t->sch.refreshed_ns);
+	if (now - last < (uint64_t)SCHEMA_REFRESH_MS * 1000000u ||
+	    !atomic_compare_exchange_strong(&t->sch.refreshed_ns, &last, now))
+		return rc;
+	if (eng_store_hold(t) != TALLY_OK)
+		return rc;
+	if (t->st->vt->schema_refresh != NULL &&
+	    t->st->vt->schema_refresh(t->st, ctype_learn, t) == TALLY_OK)
+		rc = schema_ctype(t, name, id);
+	eng_store_release(t);
 	return rc;
 }
 

@@ -356,10 +356,10 @@ static int plan_total(rc_seg *s, size_t i, const char *otag, size_t ol)
 	return TALLY_OK;
 }
 
-/* Schema entries: first writer of an id wins (HSETNX); keys hold names,
- * so a lost race only means the id is assigned anew after a restart. A
- * counting type's name keeps its first mode across instances
- * (RC_LUA_TYPE). */
+/* Schema entries. Keys hold names, so ids are each instance's own: a
+ * content type's name goes under its id or the next free one
+ * (RC_LUA_CTYPE). A counting type's name keeps its first mode across
+ * instances (RC_LUA_TYPE). */
 static int plan_schema(rc_seg *s, size_t i)
 {
 	store_op *op = &s->ops[i];
@@ -378,11 +378,10 @@ static int plan_schema(rc_seg *s, size_t i)
 	if (ctype) {
 		n = snprintf(val, sizeof val, "%.*s", (int)op->key_len,
 		             (const char *)op->key);
-		cmd = rc_cmd(&s->c1, 4, slot);
-		if (cmd == NULL || rc_arg(&s->c1, cmd, 0, "HSETNX", 6) ||
-		    rc_arg(&s->c1, cmd, 1, "t:schema", 8) ||
-		    rc_argf(&s->c1, cmd, 2, "c:%u", id) ||
-		    rc_arg(&s->c1, cmd, 3, val, (size_t)n))
+		cmd = rc_eval(s->r, &s->c1, RC_S_CTYPE, 1, 2, slot);
+		if (cmd == NULL || rc_arg(&s->c1, cmd, 3, "t:schema", 8) ||
+		    rc_argf(&s->c1, cmd, 4, "%u", id) ||
+		    rc_arg(&s->c1, cmd, 5, val, (size_t)n))
 			return TALLY_ENOMEM;
 	} else {
 		cmd = rc_eval(s->r, &s->c1, RC_S_TYPE, 1, 3, slot);

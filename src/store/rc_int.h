@@ -155,7 +155,7 @@ uint16_t rc_slot(const char *key, size_t len);
 /* Shard count known for counter N (1 if never seen); update if larger. */
 uint32_t rc_shards_get(rcs *r, const uint8_t *key, size_t len);
 void rc_shards_seen(rcs *r, const uint8_t *key, size_t len, uint32_t n);
-/* Content type id of a name (history), or 0. */
+/* Content type id of a name known here, or 0. */
 uint16_t rc_ctype_id(rcs *r, const char *name, size_t len);
 /* Names taught by load() and by the schema ops. */
 int rc_learn_ctype(rcs *r, const char *name, size_t len, uint16_t id);

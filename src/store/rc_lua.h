@@ -155,6 +155,26 @@
 "end\n" \
 "return 'I'\n"
 
+/* Add a content type's name to the shared schema, where other instances
+ * find it (at their start, and when they read a name they do not know).
+ * Ids are each instance's own (keys hold names), so the id only has to be
+ * a free field: when this instance's id is another name's, the next free
+ * one is taken, so that the name is never lost to a race.
+ * KEYS[1] the schema hash. ARGV[1] this instance's id, ARGV[2] the name.
+ * Returns the id the name is under. */
+#define RC_LUA_CTYPE \
+"local id = tonumber(ARGV[1])\n" \
+"for i = 1, 65535 do\n" \
+"  local cur = redis.call('HGET', KEYS[1], 'c:' .. id)\n" \
+"  if not cur then\n" \
+"    redis.call('HSET', KEYS[1], 'c:' .. id, ARGV[2])\n" \
+"    return id\n" \
+"  end\n" \
+"  if cur == ARGV[2] then return id end\n" \
+"  id = id % 65535 + 1\n" \
+"end\n" \
+"return redis.error_reply('ERR no free content type id')\n"
+
 enum rc_script {
 	RC_S_ADD = 0,
 	RC_S_SETDEL,
@@ -162,6 +182,7 @@ enum rc_script {
 	RC_S_LOG,
 	RC_S_GROW,
 	RC_S_TYPE,
+	RC_S_CTYPE,
 	RC_S_COUNT
 };
 

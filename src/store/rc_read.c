@@ -186,14 +186,20 @@ static size_t total_nreads(uint8_t mode)
 	return mode == TALLY_MODE_UNIQUE ? RC_SUBS : 1;
 }
 
-static int total_reads(rcs *r, rc_cmds *c, const key_obj *o, uint8_t mode)
+/* The reads of one object's count; *queued is set when there are any.
+ * A content type this store has not been told the name of yet (the
+ * engine names it as it assigns the id, a moment before) has no keys
+ * that could be found: none, and the count is 0. */
+static int total_reads(rcs *r, rc_cmds *c, const key_obj *o, uint8_t mode,
+                       uint8_t *queued)
 {
 	char tag[RC_KEY_MAX], k[RC_KEY_MAX];
 	size_t tl = rc_obj_tag(r, tag, sizeof tag, o);
 	int n, rc = TALLY_OK;
 
+	*queued = tl != 0;
 	if (tl == 0)
-		return TALLY_ECORRUPT;
+		return TALLY_OK;
 	if (mode != TALLY_MODE_UNIQUE) {
 		n = snprintf(k, sizeof k, "t:t:{%.*s}", (int)tl, tag);
 		return cmd2(c, "GET", k, (size_t)n);
@@ -213,20 +219,24 @@ int rc_mtotal(store *s, const key_obj *objs, const uint8_t *modes, size_t n,
 	rc_cmds c = { .a = &a };
 	size_t at = 0;
 	int rc = TALLY_OK;
+	uint8_t *queued = malloc(n ? n : 1);
 
+	if (queued == NULL)
+		return TALLY_ENOMEM;
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++)
-		rc = total_reads(r, &c, &objs[i], modes[i]);
+		rc = total_reads(r, &c, &objs[i], modes[i], &queued[i]);
 	if (rc == TALLY_OK)
 		rc = exec_read(r, &c);
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		int found = 0;
 
 		out[i] = 0;
-		for (size_t k = 0; rc == TALLY_OK && k < total_nreads(modes[i]);
-		     k++)
+		for (size_t k = 0; rc == TALLY_OK && queued[i] &&
+		     k < total_nreads(modes[i]); k++)
 			rc = add_reply(c.v[at++].reply, &out[i], &found);
 	}
 	assert(rc != TALLY_OK || at == c.n);
+	free(queued);
 	rc_cmds_free(&c);
 	rc_arena_reset(&a);
 	return rc;
@@ -403,22 +413,24 @@ int rc_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 		rc_entry f;
 		const char *rest;
 		size_t rl;
-		uint16_t id;
 
 		rc = entry_split(l->element[i], &f, &rest, &rl);
 		if (rc != TALLY_OK || (before && f.seq >= before))
 			continue;
-		/* A content type another tallyd registered after this one
-		 * loaded the schema has no id here yet: left out. */
-		id = rc_ctype_id(r, rest, rl);
-		if (id == 0)
+		/* The entry holds the content type's name: given as it is
+		 * (id 0), so that one another tallyd registered after this
+		 * one loaded the schema is listed too. */
+		if (rl == 0 || rl > TALLY_NAME_MAX) {
+			rc = TALLY_ECORRUPT;
 			continue;
+		}
 		memset(&out[*n], 0, sizeof out[*n]);
+		memcpy(out[*n].ctype, rest, rl);
 		out[*n].content = f.id;
 		out[*n].at_ms = f.at;
 		out[*n].delta = f.delta;
 		out[*n].seq = f.seq;
-		ctype_ids[*n] = id;
+		ctype_ids[*n] = 0;
 		(*n)++;
 	}
 	rc_cmds_free(&c);

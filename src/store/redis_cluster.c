@@ -437,6 +437,67 @@ static int load_field(rcs *r, const store_loader *l, const redisReply *f,
 	return TALLY_OK;
 }
 
+static int rc_ctype_named(store *s, const char *name, size_t len,
+                          uint16_t id)
+{
+	return rc_learn_ctype((rcs *)s, name, len, id);
+}
+
+/* Read t:schema; each "c:" name not known here is handed to learn(). */
+static int rc_schema_refresh(store *s,
+                             int (*learn)(void *arg, const char *name,
+                                          size_t len, uint16_t *id),
+                             void *arg)
+{
+	rcs *r = (rcs *)s;
+	rc_arena a = { 0 };
+	rc_cmds c = { .a = &a };
+	cluster_cmd *cmd = rc_cmd(&c, 2, rc_slot("t:schema", 8));
+	int rc = TALLY_ENOMEM;
+
+	if (cmd != NULL && rc_arg(&c, cmd, 0, "HGETALL", 7) == TALLY_OK &&
+	    rc_arg(&c, cmd, 1, "t:schema", 8) == TALLY_OK) {
+		/* A reader's connection: this runs on a reading thread. */
+		rc_reader *rd = rc_reader_get(r);
+
+		rc = rc_exec(rd->cl, &c);
+		rc_reader_put(rd);
+	}
+	if (rc == TALLY_OK) {
+		const redisReply *rep = c.v[0].reply;
+
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
+			rc = TALLY_ECORRUPT;
+		for (size_t i = 0; rc == TALLY_OK && i < rep->elements; i += 2) {
+			const redisReply *f = rep->element[i];
+			const redisReply *v = rep->element[i + 1];
+			uint16_t id = 0;
+
+			if (f->type != REDIS_REPLY_STRING ||
+			    v->type != REDIS_REPLY_STRING)
+				rc = TALLY_ECORRUPT;
+			else if (f->len < 2 || memcmp(f->str, "c:", 2) != 0)
+				continue;
+			else if (v->len == 0 || v->len > TALLY_NAME_MAX)
+				rc = TALLY_ECORRUPT;
+			if (rc != TALLY_OK)
+				break;
+			if (rc_ctype_id(r, v->str, v->len) != 0)
+				continue;
+			rc = learn(arg, v->str, v->len, &id);
+			if (rc == TALLY_EINVAL) { /* not a name: left out */
+				rc = TALLY_OK;
+				continue;
+			}
+			if (rc == TALLY_OK)
+				rc = rc_learn_ctype(r, v->str, v->len, id);
+		}
+	}
+	rc_cmds_free(&c);
+	rc_arena_reset(&a);
+	return rc;
+}
+
 /* Schema only: tokens live in the cluster (each script checks its own), so
  * none is handed to the engine. */
 static int rc_load(store *s, const store_loader *l)
@@ -549,6 +610,8 @@ static const store_vt rc_vt = {
 	.history = rc_history,
 	.scan_log = rc_scan_log,
 	.load = rc_load,
+	.ctype_named = rc_ctype_named,
+	.schema_refresh = rc_schema_refresh,
 	.backup = rc_backup,
 	.compact = rc_compact,
 	.disk_usage = rc_disk_usage,
@@ -564,6 +627,7 @@ static const char *const scripts[RC_S_COUNT] = {
 	[RC_S_LOG] = RC_LUA_LOG,
 	[RC_S_GROW] = RC_LUA_GROW,
 	[RC_S_TYPE] = RC_LUA_TYPE,
+	[RC_S_CTYPE] = RC_LUA_CTYPE,
 };
 
 static uint64_t instance_id(void)

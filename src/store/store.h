@@ -122,8 +122,9 @@ typedef struct store_vt {
 	/* TALLY_ENOTFOUND when not in. */
 	int (*has)(store *s, const key_obj *o, uint64_t member,
 	           int64_t *at_ms);
-	/* ctype names are filled by the engine; the store sets ctype ids in
-	 * ctype_ids[i]. */
+	/* ctype names are filled by the engine from the ctype ids the store
+	 * sets in ctype_ids[i]; a store whose entries hold names fills
+	 * out[i].ctype itself and sets ctype_ids[i] to 0. */
 	int (*history)(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	               uint64_t before, tally_history_entry *out,
 	               uint16_t *ctype_ids, size_t *n);
@@ -159,6 +160,20 @@ typedef struct store_vt {
 	 * record per counter (shard count 1, growing refused). */
 	int (*shards)(store *s, const uint8_t *key, size_t len,
 	              uint32_t grow_to, uint32_t *now);
+	/* Stores shared by several instances, whose keys hold content type
+	 * names (ids are each instance's own); NULL elsewhere.
+	 * ctype_named: the engine gave name the id (before the op that
+	 * registers it is applied): reads of the id find the name's keys at
+	 * once.
+	 * schema_refresh: read the shared schema again; learn(arg, name,
+	 * len, &id) is called for each content type name the store does not
+	 * know, sets id to the engine's id for it, and the store learns it. */
+	int (*ctype_named)(store *s, const char *name, size_t len,
+	                   uint16_t id);
+	int (*schema_refresh)(store *s,
+	                      int (*learn)(void *arg, const char *name,
+	                                   size_t len, uint16_t *id),
+	                      void *arg);
 } store_vt;
 
 struct store {

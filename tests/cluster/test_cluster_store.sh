@@ -215,6 +215,37 @@ assert_eq "pipelined adds to one total, the second with an ID, answer in order" 
 	"$(printf '5\n6\n8\n9')" \
 	"$(pipe "$A_RESP" 1 2 "$unit"; pipe "$A_RESP" 1 2 "$(resp TALLY.ADD article view 70 0 DELTA 2)$(resp TALLY.ADD article view 70 0 DELTA 1 ID ord2)")"
 
+section "content types another instance created"
+# A and B run; each creates a content type the other has not seen. B's
+# first content type after start takes the same id as A's new one: the
+# shared schema keeps both names, and every instance reads both.
+assert_eq "a video like on A" "1" "$(redis-cli -p "$A_RESP" tally.add video like 1 7)"
+assert_eq "B reads A's new content type" "1" \
+	"$(redis-cli -p "$B_RESP" tally.count video like 1)"
+assert_match "B: HAS" '^[0-9]{13}$' "$(redis-cli -p "$B_RESP" tally.has video like 1 7)"
+assert_eq "B: RECENT" "7" "$(redis-cli -p "$B_RESP" tally.recent video like 1 | head -1)"
+assert_eq "B: MCOUNT" "1 0" \
+	"$(redis-cli -p "$B_RESP" tally.mcount video like 1 2 | tr '\n' ' ' | sed 's/ $//')"
+assert_eq "a photo like on B" "1" "$(redis-cli -p "$B_RESP" tally.add photo like 1 7)"
+assert_eq "A reads B's" "1" "$(redis-cli -p "$A_RESP" tally.count photo like 1)"
+assert_contains "A: HISTORY of member 7 lists video and photo" \
+	"$(redis-cli -p "$A_RESP" tally.history 7 like | tr '\n' ' ')" "photo 1"
+assert_contains "B: HISTORY too" \
+	"$(redis-cli -p "$B_RESP" tally.history 7 like | tr '\n' ' ')" "video 1"
+names=$(ccli "${CL_PORTS[0]}" -c hvals t:schema | sort | tr '\n' ' ')
+assert_contains "the shared schema holds photo" "$names" "photo"
+assert_contains "... and video" "$names" "video"
+# A third instance, started after both, knows both from the schema (B
+# stays the current tallyd of the sections below).
+saved=("$T_RESP" "$T_HTTP" "$T_PID" "$T_LOG" "$T_DATA")
+start_tallyd "$TMP/c2" "${CS[@]}"
+assert_eq "C counts video" "1" "$(rcli tally.count video like 1)"
+assert_eq "C counts photo" "1" "$(rcli tally.count photo like 1)"
+assert_eq "C: COUNTS of a photo" "1" "$(rcli tally.counts photo 1 | sed -n 2p)"
+stop_tallyd
+T_RESP=${saved[0]} T_HTTP=${saved[1]} T_PID=${saved[2]} T_LOG=${saved[3]}
+T_DATA=${saved[4]}
+
 section "a counting type's mode is the same on every instance"
 # B started before A adds the type: B's own schema does not know it.
 assert_eq "bookmark added on A, unique" "OK" "$(redis-cli -p "$A_RESP" tally.type add bookmark unique)"
