@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -153,6 +154,7 @@ struct conn {
 	int lingering;            /* write side shut, draining input */
 	uv_shutdown_t shut;
 	uint64_t last_active_ms;
+	size_t last_queued;        /* unsent(), at the last tick */
 };
 
 static void conn_close(conn *c);
@@ -480,6 +482,10 @@ static void on_write(uv_write_t *req, int status)
 		conn_close(c);
 		return;
 	}
+	/* A client reading a long reply is not idle (as in Redis, whose
+	 * last interaction counts writes). */
+	if (!c->lingering)
+		c->last_active_ms = now_ms(c->w);
 	conn_flush(c);
 }
 
@@ -587,6 +593,8 @@ static void conn_flush(conn *c)
 		if (n > 0) {
 			stat_add(&c->w->st->bytes_out_total, (uint64_t)n);
 			rbuf_consume(&c->out, (size_t)n);
+			if (!c->lingering)
+				c->last_active_ms = now_ms(c->w);
 		} else if (n < 0 && n != UV_EAGAIN) {
 			conn_close(c);
 			return;
@@ -1382,6 +1390,23 @@ static void on_prepare(uv_prepare_t *p)
 		uv_idle_stop(&w->commit_idle);
 }
 
+/* Bytes of output not yet taken by the client: what libuv holds and
+ * what the socket has not sent (Linux's SIOCOUTQ). */
+static size_t unsent(conn *c)
+{
+	uv_os_fd_t fd;
+	int n = 0;
+	size_t q;
+
+	if (c->closed)
+		return 0;
+	q = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+	    ioctl(fd, TIOCOUTQ, &n) == 0 && n > 0)
+		q += (size_t)n;
+	return q;
+}
+
 static void on_tick(uv_timer_t *tm)
 {
 	worker *w = tm->data;
@@ -1411,7 +1436,15 @@ static void on_tick(uv_timer_t *tm)
 
 		while (c != NULL) {
 			conn *next = c->next;
+			size_t queued = unsent(c);
 
+			/* A client taking in a long reply is not idle, though
+			 * libuv says nothing until all of it is sent. */
+			if (queued != c->last_queued) {
+				c->last_queued = queued;
+				if (!c->lingering)
+					c->last_active_ms = now;
+			}
 			if (!c->closed && c->owed == 0 &&
 			    now - c->last_active_ms > (uint64_t)idle * 1000) {
 				stat_add(&w->st->idle_closes_total, 1);

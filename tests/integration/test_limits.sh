@@ -334,6 +334,28 @@ assert_eq "the idle client was closed" "1" "$closed_ok"
 idle_closes=$(metric tally_idle_closes_total)
 assert_int_cmp "tally_idle_closes_total counts it" "${idle_closes:-0}" -ge 1
 exec {idle}>&- {busy}>&-
+# A client reading a long reply slowly is not idle: every byte sent counts
+# (it was cut off mid-reply after a second with its reply unread).
+python3 - "$P" <<'ZZ' >"$TMP/slow.out" 2>&1 || true
+import socket, sys, time
+n = 1000000
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"*%d\r\n$4\r\nMGET\r\n" % (n + 1) + b"$1\r\nk\r\n" * n)
+want = len(b"*%d\r\n" % n) + 5 * n
+got, t0 = 0, time.time()
+while got < want:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += len(b)
+    time.sleep(0.005)
+print("got", got, "of", want, "in %.1f s" % (time.time() - t0))
+ZZ
+say "$(cat "$TMP/slow.out")"
+assert_match "a 5 MB reply read over more than the timeout arrives whole" \
+	'^got ([0-9]+) of \1 in ([2-9]|[1-9][0-9])\.' "$(cat "$TMP/slow.out")"
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
 stop_and_check
 
