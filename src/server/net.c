@@ -83,6 +83,7 @@ typedef struct worker {
 	int resp_fd, http_fd;
 	int resp_on, http_on;
 	int accept_paused;        /* out of descriptors: resumed by the tick */
+	int refused_open;         /* refused connections lingering (refuse()) */
 	int place_next;           /* where the search for the fewest starts */
 	/* Connections given to it and not yet freed, those still in its
 	 * inbox included: it exits at shutdown once this is 0. */
@@ -147,6 +148,7 @@ struct conn {
 	int closed;               /* uv_close called */
 	int dead;                 /* socket closed: free when owed == 0 */
 	int counted;              /* counts against maxclients */
+	int refused;              /* refused at maxclients, in refused_open */
 	int woken;                /* in this wake's list */
 	conn *wake_next;
 	int more;                 /* in w->more: input left after its turn */
@@ -449,6 +451,8 @@ static void conn_free(conn *c)
 	rbuf_free(&c->out);
 	if (c->counted)
 		atomic_fetch_sub(&w->s->clients, 1);
+	if (c->refused)
+		w->refused_open--;
 	free(c);
 	atomic_fetch_sub(&w->placed, 1);
 }
@@ -1034,7 +1038,16 @@ static conn *conn_new(worker *w, int http)
 	return c;
 }
 
-/* At maxclients: accept, answer with the error, and close gracefully. */
+/* Refused connections a worker lets linger at once; past them, a refused
+ * one is closed as soon as its error is written, as Redis does. Lingering
+ * keeps the error from being overtaken by a reset (input the client sent
+ * before it was read), but holds the descriptor for up to LINGER_MS,
+ * counted in no client limit: a burst of connections would take the
+ * descriptors kept for the store and backups. */
+#define REFUSED_LINGER_MAX 16
+
+/* At maxclients: accept, answer with the error, and close gracefully
+ * (REFUSED_LINGER_MAX at a time; the others at once). */
 static void refuse(worker *w, conn *c, int http)
 {
 	static const char resp_msg[] = "-ERR max number of clients reached\r\n";
@@ -1053,6 +1066,23 @@ static void refuse(worker *w, conn *c, int http)
 	} else {
 		rbuf_append(&c->out, resp_msg, sizeof resp_msg - 1);
 	}
+	if (w->refused_open >= REFUSED_LINGER_MAX) {
+		uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+		char sink[4096];
+		uv_os_fd_t fd;
+
+		(void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+		/* What the client sent already is read first: closing on
+		 * unread input sends a reset. */
+		if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+			for (int i = 0; i < 16 && recv(fd, sink, sizeof sink,
+			                               MSG_DONTWAIT) > 0; i++)
+				;
+		conn_close(c);
+		return;
+	}
+	c->refused = 1;
+	w->refused_open++;
 	c->cl.close_after = 1;
 	conn_flush(c);
 }
@@ -1086,7 +1116,10 @@ static void conn_attach(worker *w, int fd, int http, int full)
 	if (w->conns)
 		w->conns->prev = c;
 	w->conns = c;
-	stat_add(&w->st->connections_total, 1);
+	/* Refused ones are not counted, as in Redis (rejected_connections
+	 * counts them). */
+	if (!full)
+		stat_add(&w->st->connections_total, 1);
 	if (uv_tcp_open(&c->tcp, fd) != 0) {
 		close(fd); /* not the handle's: uv_tcp_open failed */
 		conn_close(c);

@@ -194,6 +194,33 @@ assert_eq "the 6th client is refused with Redis's text" "-ERR max number of clie
 	"$(read_line "$sixth")"
 if is_closed "$sixth" 3; then pass "the 6th client is disconnected"; else fail "the 6th client is disconnected"; fi
 exec {sixth}>&-
+# A burst of 60 more, held open by their clients: each gets the error,
+# and tallyd keeps few of their descriptors (it kept every one for a
+# second, outside every limit, so a burst could take those kept for the
+# store).
+fds0=$(ls "/proc/$T_PID/fd" | wc -l)
+python3 - "$P" "$T_PID" >"$TMP/burst.out" 2>&1 <<'ZZ' || true
+import os, socket, sys, time
+port, pid = int(sys.argv[1]), sys.argv[2]
+socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(60)]
+time.sleep(0.3)
+print("fds", len(os.listdir("/proc/%s/fd" % pid)))
+got = 0
+for s in socks:
+    s.settimeout(5)
+    try:
+        if s.recv(100).startswith(b"-ERR max number of clients reached"):
+            got += 1
+    except OSError:
+        pass
+print("refused", got)
+ZZ
+say "$(cat "$TMP/burst.out")"
+assert_eq "each of a burst of 60 is refused with the error" "refused 60" \
+	"$(grep '^refused' "$TMP/burst.out")"
+fds1=$(awk '/^fds/ {print $2}' "$TMP/burst.out")
+assert_int_cmp "... and tallyd holds at most 16 of them per I/O thread" \
+	"$((${fds1:-999} - fds0))" -le 32
 crc=0
 code=$(curl -s -o "$TMP/b" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$T_HTTP/healthz") || crc=$?
 assert_eq "an HTTP client past maxclients gets 503" "503" "$code"
