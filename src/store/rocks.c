@@ -702,6 +702,25 @@ static int maps_create(rocks *r, const store_options *so)
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
+/* fsync the folder that holds path. */
+static int parent_sync(const char *path)
+{
+	char dir[4096];
+	size_t len = strlen(path);
+	char *slash;
+
+	if (len == 0 || len >= sizeof dir)
+		return TALLY_EINVAL;
+	memcpy(dir, path, len + 1);
+	while (len > 1 && dir[len - 1] == '/')
+		dir[--len] = '\0';
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		return rocks_dir_sync(".");
+	slash[slash == dir] = '\0'; /* "/name": the root */
+	return rocks_dir_sync(dir);
+}
+
 int rocks_open(const char *path, const store_options *so, store **out)
 {
 	const rocksdb_options_t *cfo[CF_COUNT];
@@ -713,8 +732,16 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	*out = NULL;
 	if (!so->create && !exists_db(path))
 		return TALLY_ENOTFOUND;
-	if (so->create && mkdir(path, 0755) != 0 && errno != EEXIST)
+	if (so->create && mkdir(path, 0755) == 0) {
+		/* The new folder's entry is made durable in its parent before
+		 * anything in it is acknowledged: a machine crash would
+		 * otherwise lose the whole folder. */
+		rc = parent_sync(path);
+		if (rc != TALLY_OK)
+			return rc;
+	} else if (so->create && errno != EEXIST) {
 		return errno == ENOENT ? TALLY_ENOTFOUND : TALLY_EIO;
+	}
 	r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return TALLY_ENOMEM;

@@ -269,6 +269,8 @@ void rocks_jfile_init(rocks *r);
 /* Open (create) the files in dir and find the records above ckpt, in
  * r->jf.recs by number. cap bounds each file's size. */
 int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap);
+/* fsync a folder (its entries): TALLY_OK or rocks_errno_code(). */
+int rocks_dir_sync(const char *dir);
 /* pwrite all of buf at off, again after EINTR or a short write:
  * TALLY_OK, or rocks_errno_code() of the failure (a write of nothing:
  * TALLY_ENOSPC). */

@@ -161,7 +161,7 @@ static int rec_cmp(const void *a, const void *b)
 	return (x->num > y->num) - (x->num < y->num);
 }
 
-static int dir_sync(const char *dir)
+int rocks_dir_sync(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int rc = TALLY_OK;
@@ -243,7 +243,7 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		rc = jf_scan(jf, i, ckpt, &last[i]);
 	}
 	if (rc == TALLY_OK && created)
-		rc = dir_sync(dir);
+		rc = rocks_dir_sync(dir);
 	if (rc != TALLY_OK)
 		return rc;
 	/* Carry on in the file that holds the newest record, after it. */
@@ -546,7 +546,7 @@ int rocks_jfile_copy(rocks *r, const char *dir)
 			rc = copy_file(jf->fd[i], jf->end[i], name);
 	}
 	if (rc == TALLY_OK)
-		rc = dir_sync(dir);
+		rc = rocks_dir_sync(dir);
 	return rc;
 }
 

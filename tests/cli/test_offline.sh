@@ -267,6 +267,31 @@ PY
 	python3 rec.py same events.rec synced.rec --skip-noops
 }
 
+# A data folder created by an open has its entry synced in its parent
+# before anything is written in it (strace): a machine crash never loses
+# the whole folder under acknowledged writes.
+t_new_folder_synced() {
+	rm -rf nf
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+		strace -f -y -o trace-nf.txt -e trace=mkdir,mkdirat,fsync \
+		"$TALLY" import --data nf --ctype article events.rec >/dev/null
+	python3 - <<'PY'
+import os, re
+made = synced = False
+for line in open("trace-nf.txt"):
+    if "= -1" in line:
+        continue
+    if re.search(r'mkdir(?:at)?\((?:[^,]+, )?"nf"', line):
+        made = True
+    m = re.search(r'fsync\(\d+<([^>]+)>', line)
+    if made and m and m.group(1) == os.getcwd():
+        synced = True
+        break
+assert made, "nf was not made"
+assert synced, "the parent was not synced after nf was made"
+PY
+}
+
 t_export_import_export_identical() {
 	run_status 0 "$TALLY" import --data d2 --ctype article e1.rec
 	grep -q '0 no-ops' out.txt
@@ -495,6 +520,7 @@ check "import: a record the store refuses is reported, the rest go in" t_import_
 check "export gives back every object's events" t_export_round_trip
 check "export, import, export is byte-identical" t_export_import_export_identical
 check "an export's files and folder are synced" t_export_synced
+check "a new data folder's entry is synced in its parent" t_new_folder_synced
 check "stats counts events, objects and types" t_stats
 check "export --ctype keeps one content type" t_export_ctype_filter
 check "re-import: the same file writes nothing, another reports differences" t_reimport
