@@ -431,20 +431,21 @@ static void cmd_dbsize(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
  * equivalent of, answered with it; patterns as Redis takes them (one or
  * more, glob-style, any case). The password is never answered. CONFIG
  * SET is not supported: tally is configured by flags. */
-enum { CONFIG_PARAMS = 9 };
+enum { CONFIG_PARAMS = 10 };
 
 static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
 	const srv_config *cfg = &c->s->cfg;
 	int sync = cfg->durability == TALLY_DURABILITY_SYNC;
-	char maxclients[16], timeout[16], port[16], bulk[24];
+	char maxclients[16], timeout[16], port[16], bulk[24], keepalive[16];
 	const char *names[CONFIG_PARAMS] = {
 		"save", "appendonly", "appendfsync", "maxclients", "timeout",
-		"port", "bind", "databases", "proto-max-bulk-len"
+		"port", "bind", "databases", "proto-max-bulk-len",
+		"tcp-keepalive"
 	};
 	const char *vals[CONFIG_PARAMS] = {
 		"", "yes", sync ? "always" : "everysec", maxclients, timeout,
-		port, cfg->bind, "1", bulk
+		port, cfg->bind, "1", bulk, keepalive
 	};
 	size_t hit[CONFIG_PARAMS], n = 0;
 
@@ -464,6 +465,7 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	snprintf(timeout, sizeof timeout, "%" PRIu32, cfg->idle_timeout_s);
 	snprintf(port, sizeof port, "%d", cfg->resp_port);
 	snprintf(bulk, sizeof bulk, "%zu", cfg->max_bulk);
+	snprintf(keepalive, sizeof keepalive, "%" PRIu32, cfg->tcp_keepalive_s);
 	for (size_t k = 0; k < CONFIG_PARAMS; k++)
 		for (size_t i = 2; i < argc; i++)
 			if (glob_match(argv[i], lens[i], names[k],

@@ -55,6 +55,8 @@ static const char usage[] =
 "  --max-output-bytes N    output a client may leave unread before it is\n"
 "                          disconnected (67108864)\n"
 "  --idle-timeout S        close clients idle for S seconds (0 = never)\n"
+"  --tcp-keepalive S       TCP keepalive probes after S seconds of silence\n"
+"                          (300; 0 = off), as Redis's tcp-keepalive\n"
 "  --log-level LEVEL       error, warn, info (default) or debug\n"
 "  --backup-dir DIR        TALLY.BACKUP writes only new folders directly\n"
 "                          inside DIR (default: anywhere tallyd can write)\n"
@@ -72,6 +74,7 @@ static void defaults(srv_config *c)
 		.max_bulk = 1u << 20, .max_args = 1u << 20,
 		.max_request = 64u << 20, .max_pending = 65536,
 		.max_output = 64u << 20, .idle_timeout_s = 0,
+		.tcp_keepalive_s = 300,
 		.log_level = LOG_INFO,
 	};
 }
@@ -109,6 +112,7 @@ static const char *const value_flags[] = {
 	"--requirepass", "--requirepass-file", "--backup-dir", "--maxclients",
 	"--max-bulk-bytes", "--max-args", "--max-request-bytes",
 	"--max-pipeline", "--max-output-bytes", "--idle-timeout",
+	"--tcp-keepalive",
 	"--durability", "--log-level", NULL
 };
 
@@ -149,6 +153,8 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--max-pipeline")) { rc = num(f, v, 1, 1u << 24, &n); c->max_pending = n; }
 	else if (!strcmp(f, "--max-output-bytes")) { rc = num(f, v, 65536, (uint64_t)1 << 34, &n); c->max_output = n; }
 	else if (!strcmp(f, "--idle-timeout")) { rc = num(f, v, 0, 86400 * 365, &n); c->idle_timeout_s = (uint32_t)n; }
+	/* Linux takes an idle time of at most 32767 s (TCP_KEEPIDLE). */
+	else if (!strcmp(f, "--tcp-keepalive")) { rc = num(f, v, 0, 32767, &n); c->tcp_keepalive_s = (uint32_t)n; }
 	else if (!strcmp(f, "--durability")) {
 		if (!strcmp(v, "sync")) c->durability = TALLY_DURABILITY_SYNC;
 		else if (!strcmp(v, "async")) c->durability = TALLY_DURABILITY_ASYNC;

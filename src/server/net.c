@@ -1126,6 +1126,10 @@ static void conn_attach(worker *w, int fd, int http, int full)
 		return;
 	}
 	uv_tcp_nodelay(&c->tcp, 1);
+	/* A peer gone without a word (a host down, a cable pulled) is found
+	 * and its place freed, as with Redis's tcp-keepalive. */
+	if (w->s->cfg.tcp_keepalive_s > 0)
+		(void)uv_tcp_keepalive(&c->tcp, 1, w->s->cfg.tcp_keepalive_s);
 	c->last_active_ms = now_ms(w);
 	if (full) {
 		refuse(w, c, http);

@@ -386,6 +386,42 @@ assert_match "a 5 MB reply read over more than the timeout arrives whole" \
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
 stop_and_check
 
+section "--tcp-keepalive"
+# The keepalive timer of tallyd's side of a client connection, from
+# /proc/net/tcp (timer 2 is keepalive): on by default, off with 0.
+keepalive_timer() { # PORT: "tr" of the established socket bound to it
+	python3 - "$1" <<'ZZ'
+import sys
+port = "%04X" % int(sys.argv[1])
+for line in open("/proc/net/tcp").readlines()[1:]:
+    f = line.split()
+    if f[1].endswith(":" + port) and f[3] == "01":
+        print(f[5].split(":")[0])
+        break
+ZZ
+}
+start_tallyd "$TMP/ka"
+open_conn "$T_RESP"
+ka=$FD
+send_line "$ka" PING
+read_line "$ka" >/dev/null
+assert_eq "a client connection has a keepalive timer by default" "02" \
+	"$(keepalive_timer "$T_RESP")"
+assert_eq "CONFIG GET tcp-keepalive" "tcp-keepalive 300" \
+	"$(rcli config get tcp-keepalive | paste -sd' ')"
+exec {ka}>&-
+stop_and_check
+start_tallyd "$TMP/ka0" --tcp-keepalive 0
+open_conn "$T_RESP"
+ka=$FD
+send_line "$ka" PING
+read_line "$ka" >/dev/null
+assert_eq "--tcp-keepalive 0: none" "00" "$(keepalive_timer "$T_RESP")"
+exec {ka}>&-
+stop_and_check
+assert_contains "--tcp-keepalive 32768 is refused" \
+	"$("$TALLYD" --data "$TMP/ka1" --tcp-keepalive 32768 2>&1 || true)" "32767"
+
 # -------------------------------------------------------------------------
 section "--threads 3: connections spread over the I/O threads"
 start_tallyd "$TMP/spread" --threads 3

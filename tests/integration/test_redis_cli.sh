@@ -91,7 +91,7 @@ assert_eq "CLIENT HELP takes no arguments, as in Redis" \
 	"(error) ERR wrong number of arguments for 'client|help' command" \
 	"$(rcn client help extra)"
 assert_eq "CONFIG GET answers tally's equivalents of Redis's settings" \
-	"save  appendonly yes appendfsync always maxclients 10000 timeout 0 port $T_RESP bind 127.0.0.1 databases 1 proto-max-bulk-len 1048576" \
+	"save  appendonly yes appendfsync always maxclients 10000 timeout 0 port $T_RESP bind 127.0.0.1 databases 1 proto-max-bulk-len 1048576 tcp-keepalive 300" \
 	"$(rcli config get '*' | paste -sd' ')"
 assert_eq "CONFIG GET takes glob patterns, in any case" \
 	"appendonly yes appendfsync always" "$(rcli config get 'APPEND*' | paste -sd' ')"
