@@ -1,14 +1,39 @@
 /* main.c: tallyd's entry point: flags, open the engine, start the network
  * workers, wait for SIGTERM or SIGINT, then shut down cleanly (in-flight
  * batches finish, everything is flushed, exit 0). */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "server/server.h"
+
+/* During a shutdown, which waits for owed writes (a store that does not
+ * answer, a long backup) and for clients to read their replies: a second
+ * SIGTERM or SIGINT ends the process at once, as a second Ctrl-C does
+ * Redis. Acknowledged writes are kept as after kill -9. */
+typedef struct insist {
+	const srv_config *cfg;
+	sigset_t sigs;
+} insist;
+
+static void *insist_main(void *arg)
+{
+	insist *in = arg;
+	int sig;
+
+	while (sigwait(&in->sigs, &sig) != 0)
+		;
+	srv_log(in->cfg, LOG_WARN, "%s again: exiting now, without waiting "
+	        "for the shutdown", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	fflush(NULL);
+	_exit(1);
+	return NULL;
+}
 
 static void banner(const srv *s)
 {
@@ -170,8 +195,17 @@ int main(int argc, char **argv)
 	do
 		rc = sigwait(&sigs, &sig);
 	while (rc != 0);
-	srv_log(&s.cfg, LOG_INFO, "%s: finishing in-flight writes",
-	        sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	srv_log(&s.cfg, LOG_INFO, "%s: finishing in-flight writes (send it "
+	        "again to exit at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	{
+		static insist in;
+		pthread_t th;
+
+		in.cfg = &s.cfg;
+		in.sigs = sigs;
+		if (pthread_create(&th, NULL, insist_main, &in) == 0)
+			pthread_detach(th);
+	}
 	net_stop(&s);
 	net_wait(&s);
 	tally_close(s.t);
