@@ -267,6 +267,10 @@ static void done_push(worker *w, slot *sl)
 	}
 	w->done[w->done_n++] = sl;
 	pthread_mutex_unlock(&w->done_lock);
+	/* The wake after the unlock: the loop may have taken sl meanwhile,
+	 * even freed its connection, but the worker itself (and w->wake)
+	 * outlives every commit, since tally_close() joins the committer
+	 * before net_free() (main.c). */
 	/* A commit on the loop's own thread: drained when it returns. */
 	if (w->s->caller_commits && pthread_equal(pthread_self(), w->tid)) {
 		w->local_done = 1;
