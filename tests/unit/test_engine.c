@@ -3671,6 +3671,24 @@ static void test_journal_file_cut_where_its_scan_ends(void **state)
 	tally_closep(&c);
 }
 
+/* A copy of f's folder as kill -9 leaves it, named name, with the
+ * first len bytes of its journal file 0 replaced by stale: a record lost
+ * in a machine crash where an older one still is. Its path into img. */
+static void copy_with_stale_start(struct fx *f, const char *name,
+                                  const uint8_t *stale, off_t len,
+                                  char *img, size_t cap)
+{
+	char jf[PATH_MAX + 32];
+	int fd;
+
+	snprintf(img, cap, "%s/%s", f->dir, name);
+	copy_folder(f->db, img);
+	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
+	fd = open(jf, O_RDWR);
+	assert_true(fd >= 0 && pwrite(fd, stale, (size_t)len, 0) == len);
+	close(fd);
+}
+
 /* A machine crash in async durability right after a turn: the first
  * record written over file 0 is lost, and its place still holds a whole
  * record of the turn before, numbered lower, while the next record
@@ -3725,14 +3743,8 @@ static void test_journal_gap_after_turn_replays_none_past_it(void **state)
 	assert_true(n >= 2);
 	CHECK_I64(off[1], stale_len);
 
-	snprintf(img, sizeof img, "%s/img", f->dir);
-	copy_folder(f->db, img);
+	copy_with_stale_start(f, "img", stale, stale_len, img, sizeof img);
 	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
-	fd = open(jf, O_RDWR);
-	assert_true(fd >= 0 &&
-	            pwrite(fd, stale, (size_t)stale_len, 0) == stale_len);
-	close(fd);
-
 	CHECK_OK(tally_open(img, NULL, &c));
 	CHECK_RC(tally_get(c, "y", 1, &v), TALLY_ENOTFOUND);
 	CHECK_RC(tally_get(c, "z", 1, &v), TALLY_ENOTFOUND);
@@ -3757,13 +3769,7 @@ static void test_journal_gap_after_turn_replays_none_past_it(void **state)
 	w.id = "gap-1";
 	w.id_len = 5;
 	CHECK_OK(tally_write_sync(f->t, &w, NULL));
-	snprintf(img, sizeof img, "%s/img3", f->dir);
-	copy_folder(f->db, img);
-	snprintf(jf, sizeof jf, "%s/tally-counters-0.journal", img);
-	fd = open(jf, O_RDWR);
-	assert_true(fd >= 0 &&
-	            pwrite(fd, stale, (size_t)stale_len, 0) == stale_len);
-	close(fd);
+	copy_with_stale_start(f, "img3", stale, stale_len, img, sizeof img);
 	CHECK_RC(tally_open(img, NULL, &c), TALLY_ECORRUPT);
 	assert_null(c);
 }
