@@ -226,6 +226,18 @@ static void ctype_persisted(void *arg, int err, int64_t result)
 	(void)arg, (void)err, (void)result;
 }
 
+/* Whether the store has failed and is not recovered yet (a new store
+ * may be open with the schema not reloaded). */
+static int store_failed(tally *t)
+{
+	int failed;
+
+	pthread_mutex_lock(&t->qlock);
+	failed = t->failed;
+	pthread_mutex_unlock(&t->qlock);
+	return failed;
+}
+
 int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
 {
 	schema *s = &t->sch;
@@ -255,10 +267,11 @@ int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
 	pthread_mutex_unlock(&s->reg);
 	/* A shared store learns the name now, not when the op is applied:
 	 * reads of the id in between find the keys other instances wrote
-	 * under it. Outside reg: a reopen holds the store and reloads the
-	 * schema. A failure changes nothing: the op teaches it too. */
+	 * under it (writes of it come after the op, which teaches it too).
+	 * Not while the store is failed: a new one may be open, under the
+	 * old schema until it is reloaded. */
 	if (rc == TALLY_OK && eng_store_hold(t) == TALLY_OK) {
-		if (t->st->vt->ctype_named != NULL)
+		if (t->st->vt->ctype_named != NULL && !store_failed(t))
 			(void)t->st->vt->ctype_named(t->st, name, len, *id);
 		eng_store_release(t);
 	}
@@ -286,8 +299,11 @@ static int ctype_learn(void *arg, const char *name, size_t len, uint16_t *id)
 	if (rc == TALLY_ENOTFOUND) {
 		uint32_t next = s->ctype_next_id;
 
-		rc = TALLY_ELIMIT;
-		if (next <= TALLY_CTYPES_MAX) {
+		/* The store first (the caller holds it): a write that finds
+		 * the id once it is published plans with its name. */
+		rc = next > TALLY_CTYPES_MAX ? TALLY_ELIMIT :
+		     t->st->vt->ctype_named(t->st, buf, len, (uint16_t)next);
+		if (rc == TALLY_OK) {
 			pthread_rwlock_wrlock(&s->lock);
 			rc = ctype_insert(s, buf, len, (uint16_t)next);
 			pthread_rwlock_unlock(&s->lock);
@@ -312,7 +328,10 @@ int schema_ctype_read(tally *t, const char *name, uint16_t *id)
 		return rc;
 	if (eng_store_hold(t) != TALLY_OK)
 		return rc;
+	/* Held, the store cannot be replaced meanwhile; not failed, it is
+	 * the one the schema was loaded from. */
 	if (t->st->vt->schema_refresh != NULL &&
+	    t->st->vt->ctype_named != NULL && !store_failed(t) &&
 	    t->st->vt->schema_refresh(t->st, ctype_learn, t) == TALLY_OK)
 		rc = schema_ctype(t, name, id);
 	eng_store_release(t);

@@ -386,7 +386,7 @@ static int plan_schema(rc_seg *s, size_t i)
 	} else {
 		cmd = rc_eval(s->r, &s->c1, RC_S_TYPE, 1, 3, slot);
 		if (cmd == NULL || rc_arg(&s->c1, cmd, 3, "t:schema", 8) ||
-		    rc_argf(&s->c1, cmd, 4, "k:%u", id) ||
+		    rc_argf(&s->c1, cmd, 4, "%u", id) ||
 		    rc_arg(&s->c1, cmd, 5, op->key, op->key_len) ||
 		    rc_argf(&s->c1, cmd, 6, "%u", op->mode))
 			return TALLY_ENOMEM;

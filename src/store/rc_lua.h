@@ -132,12 +132,12 @@
  * gave its name another mode: ids are each instance's own (keys hold
  * names), modes are not, and two modes under one name would keep a
  * unique type's memberships on one instance and a total on another.
- * KEYS[1] the schema hash. ARGV[1] field "k:ID", ARGV[2] name, ARGV[3]
- * mode; the field's value is "mode:name". Returns "N" (added), "S" (the name is
- * there with this mode, under any id), "I" (the id is another name's:
- * this instance's id is its own until its next start, as for content
- * types) or "M" (the name is there with the other mode: nothing
- * changed). */
+ * KEYS[1] the schema hash. ARGV[1] this instance's id, ARGV[2] name,
+ * ARGV[3] mode; the field "k:ID" holds "mode:name", under this
+ * instance's id or, when that is another name's, the next free one (so
+ * that other instances find the name at their start). Returns "N"
+ * (added), "S" (the name is there with this mode, under any id) or "M"
+ * (the name is there with the other mode: nothing changed). */
 #define RC_LUA_TYPE \
 "local all = redis.call('HGETALL', KEYS[1])\n" \
 "for i = 1, #all, 2 do\n" \
@@ -150,10 +150,14 @@
 "  end\n" \
 "end\n" \
 "local v = ARGV[3] .. ':' .. ARGV[2]\n" \
-"if redis.call('HSETNX', KEYS[1], ARGV[1], v) == 1 then\n" \
-"  return 'N'\n" \
+"local id = tonumber(ARGV[1])\n" \
+"for i = 1, 65535 do\n" \
+"  if redis.call('HSETNX', KEYS[1], 'k:' .. id, v) == 1 then\n" \
+"    return 'N'\n" \
+"  end\n" \
+"  id = id % 65535 + 1\n" \
 "end\n" \
-"return 'I'\n"
+"return redis.error_reply('ERR no free counting type id')\n"
 
 /* Add a content type's name to the shared schema, where other instances
  * find it (at their start, and when they read a name they do not know).

@@ -473,24 +473,21 @@ static int rc_schema_refresh(store *s,
 			const redisReply *v = rep->element[i + 1];
 			uint16_t id = 0;
 
+			/* A field tally did not write is left out, not a
+			 * reason to learn nothing more. */
 			if (f->type != REDIS_REPLY_STRING ||
-			    v->type != REDIS_REPLY_STRING)
-				rc = TALLY_ECORRUPT;
-			else if (f->len < 2 || memcmp(f->str, "c:", 2) != 0)
+			    v->type != REDIS_REPLY_STRING || f->len < 2 ||
+			    memcmp(f->str, "c:", 2) != 0 || v->len == 0 ||
+			    v->len > TALLY_NAME_MAX ||
+			    rc_ctype_id(r, v->str, v->len) != 0)
 				continue;
-			else if (v->len == 0 || v->len > TALLY_NAME_MAX)
-				rc = TALLY_ECORRUPT;
-			if (rc != TALLY_OK)
-				break;
-			if (rc_ctype_id(r, v->str, v->len) != 0)
-				continue;
+			/* learn() names it to the store (ctype_named) before
+			 * the engine publishes its id. */
 			rc = learn(arg, v->str, v->len, &id);
 			if (rc == TALLY_EINVAL) { /* not a name: left out */
 				rc = TALLY_OK;
 				continue;
 			}
-			if (rc == TALLY_OK)
-				rc = rc_learn_ctype(r, v->str, v->len, id);
 		}
 	}
 	rc_cmds_free(&c);

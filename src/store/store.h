@@ -167,7 +167,8 @@ typedef struct store_vt {
 	 * once.
 	 * schema_refresh: read the shared schema again; learn(arg, name,
 	 * len, &id) is called for each content type name the store does not
-	 * know, sets id to the engine's id for it, and the store learns it. */
+	 * know, names it to the store (ctype_named) with the engine's id
+	 * for it and sets id; TALLY_EINVAL from it leaves the name out. */
 	int (*ctype_named)(store *s, const char *name, size_t len,
 	                   uint16_t id);
 	int (*schema_refresh)(store *s,

@@ -235,13 +235,21 @@ assert_contains "B: HISTORY too" \
 names=$(ccli "${CL_PORTS[0]}" -c hvals t:schema | sort | tr '\n' ' ')
 assert_contains "the shared schema holds photo" "$names" "photo"
 assert_contains "... and video" "$names" "video"
-# A third instance, started after both, knows both from the schema (B
+# Counting types too: A and B each add one, under the same local id.
+assert_eq "A adds the type star" "OK" "$(redis-cli -p "$A_RESP" tally.type add star total)"
+assert_eq "B adds the type flag" "OK" "$(redis-cli -p "$B_RESP" tally.type add flag total)"
+kt=$(ccli "${CL_PORTS[0]}" -c hgetall t:schema | tr '\n' ' ')
+assert_contains "the shared schema holds star" "$kt" ":star"
+assert_contains "... and flag" "$kt" ":flag"
+# A third instance, started after both, knows them all from the schema (B
 # stays the current tallyd of the sections below).
 saved=("$T_RESP" "$T_HTTP" "$T_PID" "$T_LOG" "$T_DATA")
 start_tallyd "$TMP/c2" "${CS[@]}"
 assert_eq "C counts video" "1" "$(rcli tally.count video like 1)"
 assert_eq "C counts photo" "1" "$(rcli tally.count photo like 1)"
 assert_eq "C: COUNTS of a photo" "1" "$(rcli tally.counts photo 1 | sed -n 2p)"
+assert_eq "C knows star" "2" "$(rcli tally.add article star 1 0 delta 2)"
+assert_eq "C knows flag" "3" "$(rcli tally.add article flag 1 0 delta 3)"
 stop_tallyd
 T_RESP=${saved[0]} T_HTTP=${saved[1]} T_PID=${saved[2]} T_LOG=${saved[3]}
 T_DATA=${saved[4]}
