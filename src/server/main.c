@@ -13,9 +13,11 @@
 #include "server/server.h"
 
 /* During a shutdown, which waits for owed writes (a store that does not
- * answer, a long backup) and for clients to read their replies: a second
- * SIGTERM or SIGINT ends the process at once, as a second Ctrl-C does
- * Redis. Acknowledged writes are kept as after kill -9. */
+ * answer, a long backup) and for clients to read their replies, a SIGINT
+ * (a second Ctrl-C) ends the process at once, as in Redis. Only SIGINT:
+ * a process manager may send SIGTERM beside the Ctrl-C a terminal sends,
+ * which must not cut the clean shutdown short. Acknowledged writes are
+ * kept as after kill -9. */
 typedef struct insist {
 	const srv_config *cfg;
 	sigset_t sigs;
@@ -28,8 +30,9 @@ static void *insist_main(void *arg)
 
 	while (sigwait(&in->sigs, &sig) != 0)
 		;
-	srv_log(in->cfg, LOG_WARN, "%s again: exiting now, without waiting "
-	        "for the shutdown", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	(void)sig;
+	srv_log(in->cfg, LOG_WARN, "SIGINT during the shutdown: exiting now, "
+	        "without waiting for it");
 	fflush(NULL);
 	_exit(1);
 	return NULL;
@@ -195,14 +198,16 @@ int main(int argc, char **argv)
 	do
 		rc = sigwait(&sigs, &sig);
 	while (rc != 0);
-	srv_log(&s.cfg, LOG_INFO, "%s: finishing in-flight writes (send it "
-	        "again to exit at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	srv_log(&s.cfg, LOG_INFO, "%s: finishing in-flight writes (SIGINT, "
+	        "a second Ctrl-C, exits at once)",
+	        sig == SIGTERM ? "SIGTERM" : "SIGINT");
 	{
 		static insist in;
 		pthread_t th;
 
 		in.cfg = &s.cfg;
-		in.sigs = sigs;
+		sigemptyset(&in.sigs);
+		sigaddset(&in.sigs, SIGINT);
 		if (pthread_create(&th, NULL, insist_main, &in) == 0)
 			pthread_detach(th);
 	}

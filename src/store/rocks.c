@@ -702,12 +702,15 @@ static int maps_create(rocks *r, const store_options *so)
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
-/* fsync the folder that holds path. */
+/* fsync the folder that holds path. A parent that may be written but
+ * not read (mode 0333) cannot be opened to sync it: left as it is, as
+ * before this sync was made. */
 static int parent_sync(const char *path)
 {
 	char dir[4096];
 	size_t len = strlen(path);
 	char *slash;
+	int rc;
 
 	if (len == 0 || len >= sizeof dir)
 		return TALLY_EINVAL;
@@ -716,9 +719,12 @@ static int parent_sync(const char *path)
 		dir[--len] = '\0';
 	slash = strrchr(dir, '/');
 	if (slash == NULL)
-		return rocks_dir_sync(".");
-	slash[slash == dir] = '\0'; /* "/name": the root */
-	return rocks_dir_sync(dir);
+		dir[0] = '.', dir[1] = '\0';
+	else
+		slash[slash == dir] = '\0'; /* "/name": the root */
+	errno = 0;
+	rc = rocks_dir_sync(dir);
+	return rc != TALLY_OK && errno == EACCES ? TALLY_OK : rc;
 }
 
 int rocks_open(const char *path, const store_options *so, store **out)
