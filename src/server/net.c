@@ -542,6 +542,12 @@ static void conn_linger(conn *c)
 		return;
 	c->lingering = 1;
 	c->reading = 0;
+	/* Leaving (QUIT, an error, a refusal): its place goes to the next
+	 * client now, not when the peer closes or LINGER_MS is over. */
+	if (c->counted) {
+		atomic_fetch_sub(&c->w->s->clients, 1);
+		c->counted = 0;
+	}
 	c->last_active_ms = now_ms(c->w);
 	c->shut.data = c;
 	if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0)

@@ -543,6 +543,22 @@ for fd in "${fds[@]:$served}"; do exec {fd}>&-; done
 prlimit --pid "$T_PID" --nofile="$soft:"
 stop_and_check
 
+section "a client that QUITs gives its place up at once"
+start_tallyd "$TMP/quit" --maxclients 1
+for ((i = 0; i < 50; i++)); do
+	[ "$(rcli ping)" == PONG ] && break
+	sleep 0.1
+done
+open_conn "$T_RESP"
+q=$FD
+send_line "$q" QUIT
+assert_eq "QUIT is answered" "+OK" "$(read_line "$q")"
+# The client keeps its socket open: tallyd drains it for a second, and
+# counted it against --maxclients 1 all that time.
+assert_eq "the next client is served at once" "PONG" "$(rcli ping)"
+exec {q}>&-
+stop_and_check
+
 section "--maxclients fitted to the open-file limit"
 # Under a hard limit of 300 files, --maxclients 10000 would let clients take
 # the store's descriptors: tallyd serves at most 150 and says so.
