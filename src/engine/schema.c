@@ -226,6 +226,20 @@ static void ctype_persisted(void *arg, int err, int64_t result)
 	(void)arg, (void)err, (void)result;
 }
 
+/* A content type's id goes into the tables readers look in (reg held). */
+static int ctype_publish(schema *s, const char *name, size_t len,
+                         uint32_t next, uint16_t *id)
+{
+	int rc;
+
+	assert(next <= TALLY_CTYPES_MAX);
+	pthread_rwlock_wrlock(&s->lock);
+	rc = ctype_insert(s, name, len, (uint16_t)next);
+	pthread_rwlock_unlock(&s->lock);
+	*id = (uint16_t)next;
+	return rc;
+}
+
 /* Whether the store has failed and is not recovered yet (a new store
  * may be open with the schema not reloaded). */
 static int store_failed(tally *t)
@@ -257,12 +271,8 @@ int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
 
 		rc = next > TALLY_CTYPES_MAX ? TALLY_ELIMIT :
 		     eng_enqueue(t, &op, ctype_persisted, NULL);
-		if (rc == TALLY_OK) {
-			pthread_rwlock_wrlock(&s->lock);
-			rc = ctype_insert(s, name, len, (uint16_t)next);
-			pthread_rwlock_unlock(&s->lock);
-			*id = (uint16_t)next;
-		}
+		if (rc == TALLY_OK)
+			rc = ctype_publish(s, name, len, next, id);
 	}
 	pthread_mutex_unlock(&s->reg);
 	/* A shared store learns the name now, not when the op is applied:
@@ -303,12 +313,8 @@ static int ctype_learn(void *arg, const char *name, size_t len, uint16_t *id)
 		 * the id once it is published plans with its name. */
 		rc = next > TALLY_CTYPES_MAX ? TALLY_ELIMIT :
 		     t->st->vt->ctype_named(t->st, buf, len, (uint16_t)next);
-		if (rc == TALLY_OK) {
-			pthread_rwlock_wrlock(&s->lock);
-			rc = ctype_insert(s, buf, len, (uint16_t)next);
-			pthread_rwlock_unlock(&s->lock);
-			*id = (uint16_t)next;
-		}
+		if (rc == TALLY_OK)
+			rc = ctype_publish(s, buf, len, next, id);
 	}
 	pthread_mutex_unlock(&s->reg);
 	return rc;

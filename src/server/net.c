@@ -491,10 +491,6 @@ static void on_write(uv_write_t *req, int status)
 		conn_close(c);
 		return;
 	}
-	/* A client reading a long reply is not idle (as in Redis, whose
-	 * last interaction counts writes). */
-	if (!c->lingering)
-		c->last_active_ms = now_ms(c->w);
 	conn_flush(c);
 }
 
@@ -608,8 +604,6 @@ static void conn_flush(conn *c)
 		if (n > 0) {
 			stat_add(&c->w->st->bytes_out_total, (uint64_t)n);
 			rbuf_consume(&c->out, (size_t)n);
-			if (!c->lingering)
-				c->last_active_ms = now_ms(c->w);
 		} else if (n < 0 && n != UV_EAGAIN) {
 			conn_close(c);
 			return;
@@ -1502,8 +1496,10 @@ static void on_tick(uv_timer_t *tm)
 			conn *next = c->next;
 			size_t queued = unsent(c);
 
-			/* A client taking in a long reply is not idle, though
-			 * libuv says nothing until all of it is sent. */
+			/* A client taking in its replies is not idle (as in
+			 * Redis, whose last interaction counts writes): seen
+			 * here, once a tick, as output leaving, which libuv
+			 * reports only when a whole write is sent. */
 			if (queued != c->last_queued) {
 				c->last_queued = queued;
 				if (!c->lingering)

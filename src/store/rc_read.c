@@ -219,10 +219,11 @@ int rc_mtotal(store *s, const key_obj *objs, const uint8_t *modes, size_t n,
 	rc_cmds c = { .a = &a };
 	size_t at = 0;
 	int rc = TALLY_OK;
-	uint8_t *queued = malloc(n ? n : 1);
+	uint8_t queued[TALLY_TYPES_MAX];
 
-	if (queued == NULL)
-		return TALLY_ENOMEM;
+	assert(n <= TALLY_TYPES_MAX);
+	if (n > TALLY_TYPES_MAX)
+		return TALLY_EINVAL;
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++)
 		rc = total_reads(r, &c, &objs[i], modes[i], &queued[i]);
 	if (rc == TALLY_OK)
@@ -236,7 +237,6 @@ int rc_mtotal(store *s, const key_obj *objs, const uint8_t *modes, size_t n,
 			rc = add_reply(c.v[at++].reply, &out[i], &found);
 	}
 	assert(rc != TALLY_OK || at == c.n);
-	free(queued);
 	rc_cmds_free(&c);
 	rc_arena_reset(&a);
 	return rc;

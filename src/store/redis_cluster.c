@@ -437,6 +437,23 @@ static int load_field(rcs *r, const store_loader *l, const redisReply *f,
 	return TALLY_OK;
 }
 
+/* HGETALL t:schema on cl, into c: *rep the field, value array. */
+static int schema_read(cluster *cl, rc_cmds *c, const redisReply **rep)
+{
+	cluster_cmd *cmd = rc_cmd(c, 2, rc_slot("t:schema", 8));
+	int rc;
+
+	if (cmd == NULL || rc_arg(c, cmd, 0, "HGETALL", 7) ||
+	    rc_arg(c, cmd, 1, "t:schema", 8))
+		return TALLY_ENOMEM;
+	rc = rc_exec(cl, c);
+	if (rc != TALLY_OK)
+		return rc;
+	*rep = c->v[0].reply;
+	return (*rep)->type == REDIS_REPLY_ARRAY && (*rep)->elements % 2 == 0
+	       ? TALLY_OK : TALLY_ECORRUPT;
+}
+
 static int rc_ctype_named(store *s, const char *name, size_t len,
                           uint16_t id)
 {
@@ -452,43 +469,30 @@ static int rc_schema_refresh(store *s,
 	rcs *r = (rcs *)s;
 	rc_arena a = { 0 };
 	rc_cmds c = { .a = &a };
-	cluster_cmd *cmd = rc_cmd(&c, 2, rc_slot("t:schema", 8));
-	int rc = TALLY_ENOMEM;
+	const redisReply *rep = NULL;
+	/* A reader's connection: this runs on a reading thread. */
+	rc_reader *rd = rc_reader_get(r);
+	int rc = schema_read(rd->cl, &c, &rep);
 
-	if (cmd != NULL && rc_arg(&c, cmd, 0, "HGETALL", 7) == TALLY_OK &&
-	    rc_arg(&c, cmd, 1, "t:schema", 8) == TALLY_OK) {
-		/* A reader's connection: this runs on a reading thread. */
-		rc_reader *rd = rc_reader_get(r);
+	rc_reader_put(rd);
+	for (size_t i = 0; rc == TALLY_OK && i < rep->elements; i += 2) {
+		const redisReply *f = rep->element[i];
+		const redisReply *v = rep->element[i + 1];
+		uint16_t id = 0;
 
-		rc = rc_exec(rd->cl, &c);
-		rc_reader_put(rd);
-	}
-	if (rc == TALLY_OK) {
-		const redisReply *rep = c.v[0].reply;
-
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
-			rc = TALLY_ECORRUPT;
-		for (size_t i = 0; rc == TALLY_OK && i < rep->elements; i += 2) {
-			const redisReply *f = rep->element[i];
-			const redisReply *v = rep->element[i + 1];
-			uint16_t id = 0;
-
-			/* A field tally did not write is left out, not a
-			 * reason to learn nothing more. */
-			if (f->type != REDIS_REPLY_STRING ||
-			    v->type != REDIS_REPLY_STRING || f->len < 2 ||
-			    memcmp(f->str, "c:", 2) != 0 || v->len == 0 ||
-			    v->len > TALLY_NAME_MAX ||
-			    rc_ctype_id(r, v->str, v->len) != 0)
-				continue;
-			/* learn() names it to the store (ctype_named) before
-			 * the engine publishes its id. */
-			rc = learn(arg, v->str, v->len, &id);
-			if (rc == TALLY_EINVAL) { /* not a name: left out */
-				rc = TALLY_OK;
-				continue;
-			}
-		}
+		/* A field tally did not write is left out, not a
+		 * reason to learn nothing more. */
+		if (f->type != REDIS_REPLY_STRING ||
+		    v->type != REDIS_REPLY_STRING || f->len < 2 ||
+		    memcmp(f->str, "c:", 2) != 0 || v->len == 0 ||
+		    v->len > TALLY_NAME_MAX ||
+		    rc_ctype_id(r, v->str, v->len) != 0)
+			continue;
+		/* learn() names it to the store (ctype_named) before
+		 * the engine publishes its id. */
+		rc = learn(arg, v->str, v->len, &id);
+		if (rc == TALLY_EINVAL) /* not a name: left out */
+			rc = TALLY_OK;
 	}
 	rc_cmds_free(&c);
 	rc_arena_reset(&a);
@@ -501,21 +505,11 @@ static int rc_load(store *s, const store_loader *l)
 {
 	rcs *r = (rcs *)s;
 	rc_cmds c = { .a = &r->arena };
-	cluster_cmd *cmd = rc_cmd(&c, 2, rc_slot("t:schema", 8));
-	int rc = TALLY_ENOMEM;
+	const redisReply *rep = NULL;
+	int rc = schema_read(r->cl, &c, &rep);
 
-	if (cmd != NULL && rc_arg(&c, cmd, 0, "HGETALL", 7) == TALLY_OK &&
-	    rc_arg(&c, cmd, 1, "t:schema", 8) == TALLY_OK)
-		rc = rc_exec(r->cl, &c);
-	if (rc == TALLY_OK) {
-		const redisReply *rep = c.v[0].reply;
-
-		if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 2)
-			rc = TALLY_ECORRUPT;
-		for (size_t i = 0; rc == TALLY_OK && i < rep->elements; i += 2)
-			rc = load_field(r, l, rep->element[i],
-			                rep->element[i + 1]);
-	}
+	for (size_t i = 0; rc == TALLY_OK && i < rep->elements; i += 2)
+		rc = load_field(r, l, rep->element[i], rep->element[i + 1]);
 	rc_cmds_free(&c);
 	rc_arena_reset(&r->arena);
 	return rc;

@@ -594,22 +594,31 @@ int rocks_apply(store *s, store_batch *b)
 	return TALLY_OK;
 }
 
+int rocks_sync_logs(rocks *r)
+{
+	uint64_t t0 = rocks_now_ns();
+	char *err = NULL;
+	int rc;
+
+	rocksdb_flush_wal(r->db, 1, &err);
+	rc = err ? rocks_write_err(err) : rocks_jfile_sync(r);
+	if (rc == TALLY_OK)
+		rocks_sync_count(r, rocks_now_ns() - t0);
+	return rc;
+}
+
 int rocks_sync(store *s)
 {
 	rocks *r = (rocks *)s;
-	uint64_t t0 = rocks_now_ns();
-	char *err = NULL;
 
 	if (r->failed)
 		return r->failed;
-	rocksdb_flush_wal(r->db, 1, &err);
 	/* Never retried: after a failed fsync the kernel may have dropped
 	 * the pages it could not write, so a second fsync that succeeds
 	 * proves nothing. */
-	r->failed = err ? rocks_write_err(err) : rocks_jfile_sync(r);
+	r->failed = rocks_sync_logs(r);
 	if (r->failed)
 		return r->failed;
 	r->wal_unsynced = 0;
-	rocks_sync_count(r, rocks_now_ns() - t0);
 	return TALLY_OK;
 }

@@ -293,6 +293,9 @@ void rocks_jfile_loaded(rocks *r);
 int rocks_jfile_append(rocks *r, uint64_t num, int sync);
 /* fdatasync what async appends left unsynced. */
 int rocks_jfile_sync(rocks *r);
+/* Sync RocksDB's WAL and the journal files (counted as a sync); any
+ * thread. TALLY_OK or the error. */
+int rocks_sync_logs(rocks *r);
 /* A checkpoint covering every record written so far is durable: write
  * over the other file from now on. */
 void rocks_jfile_turn(rocks *r);

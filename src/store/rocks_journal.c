@@ -604,9 +604,7 @@ int rocks_journal_spill(rocks *r)
 {
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
 	sorted ents = { 0 };
-	char *serr = NULL;
-	uint64_t t0;
-	int rc = TALLY_OK;
+	int rc;
 
 	if (wb == NULL)
 		return TALLY_ENOMEM;
@@ -616,19 +614,12 @@ int rocks_journal_spill(rocks *r)
 	 * next checkpoint writes the newer values again. Nor can a batch
 	 * reach memory meanwhile. */
 	rocks_dirty_rdlock(r);
-	t0 = rocks_now_ns();
 	/* The records of what is spilled go to disk first (async
 	 * durability leaves them unsynced for up to flush_ms): the tables
 	 * may be flushed before them, and a machine crash that then lost
 	 * some would replay only the keys of the records kept, leaving the
 	 * others at the spilled values, batches in part. */
-	rocksdb_flush_wal(r->db, 1, &serr);
-	if (serr)
-		rc = rocks_write_err(serr);
-	if (rc == TALLY_OK)
-		rc = rocks_jfile_sync(r);
-	if (rc == TALLY_OK)
-		rocks_sync_count(r, rocks_now_ns() - t0);
+	rc = rocks_sync_logs(r);
 	for (int g = 0; g < 2 && rc == TALLY_OK; g++) {
 		hmap *const *tab = g ? r->dirty : r->frozen;
 		const rocks_evgen *evs = g ? r->ev_dirty : r->ev_frozen;

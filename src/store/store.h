@@ -113,8 +113,9 @@ typedef struct store_vt {
 	int (*total)(store *s, const key_obj *o, int mode, int64_t *out);
 	int (*total_at)(store *s, const key_obj *o, int64_t at_ms,
 	                int64_t *out);
-	/* n objects; the order of objs is the order of out; modes[i] is the
-	 * mode of objs[i]'s counting type. */
+	/* n objects, at most TALLY_TYPES_MAX (every type of one object, or
+	 * a chunk of an MCOUNT); the order of objs is the order of out;
+	 * modes[i] is the mode of objs[i]'s counting type. */
 	int (*mtotal)(store *s, const key_obj *objs, const uint8_t *modes,
 	              size_t n, int64_t *out);
 	int (*recent)(store *s, const key_obj *o, size_t limit,
