@@ -22,6 +22,8 @@ enum cmd_flags {
 	CMD_NOAUTH = 1 << 1,  /* allowed before AUTH */
 	CMD_TEXT = 1 << 2,    /* arguments are names and numbers: a NUL byte
 	                         in one would cut it short in the engine */
+	CMD_SCHEMA = 1 << 3,  /* may change the schema (not through the write
+	                         queue): COMMAND calls it a write */
 };
 
 typedef void cmd_fn(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
@@ -550,8 +552,11 @@ static void cmd_get(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	int rc;
 
 	(void)argc;
-	if (!key_ok(c, lens[1]))
+	/* A key tally cannot hold holds nothing: nil, as MGET answers. */
+	if (lens[1] == 0 || lens[1] > TALLY_KEY_MAX) {
+		reply_nil(c->out);
 		return;
+	}
 	rc = tally_get(c->s->t, argv[1], lens[1], &v);
 	if (rc == TALLY_OK)
 		reply_value(c->out, v);
@@ -1181,7 +1186,7 @@ static const cmd_def table[] = {
 	CMD("tally.recent", -4, CMD_TEXT, cmd_trecent),
 	CMD("tally.has", 5, CMD_TEXT, cmd_thas),
 	CMD("tally.history", -3, CMD_TEXT, cmd_thistory),
-	CMD("tally.type", -2, CMD_TEXT, cmd_ttype),
+	CMD("tally.type", -2, CMD_TEXT | CMD_SCHEMA, cmd_ttype),
 	CMD("tally.types", 1, CMD_TEXT, cmd_ttypes),
 	CMD("tally.shards", -2, 0, cmd_tshards),
 	CMD("tally.backup", 2, CMD_TEXT, cmd_tbackup),
@@ -1201,7 +1206,8 @@ static void command_info(cmd_ctx *c, const cmd_def *d)
 	reply_cstr(c->out, d->name);
 	reply_int(c->out, d->arity);
 	reply_array(c->out, 1);
-	reply_status(c->out, d->flags & CMD_WRITE ? "write" : "readonly");
+	reply_status(c->out, d->flags & (CMD_WRITE | CMD_SCHEMA) ?
+	             "write" : "readonly");
 	reply_int(c->out, keyed ? 1 : 0);
 	reply_int(c->out, keyed ? (d->arity < 0 && strcmp(d->name, "set") ?
 	                           -1 : 1) : 0);

@@ -50,6 +50,12 @@ for c in ping echo quit hello auth select client command info dbsize incr \
 done
 assert_eq "COMMAND lists every command of the contract" "32" "$n_found"
 assert_int_cmp "COMMAND COUNT >= commands listed" "$count" -ge "$n_found"
+# TALLY.TYPE ADD changes the schema: a client routing readonly commands
+# elsewhere must not route it.
+assert_eq "COMMAND calls TALLY.TYPE a write" "write" \
+	"$(grep -x -A2 tally.type <<<"$all" | sed -n 3p)"
+assert_eq "COMMAND calls TALLY.COUNT readonly" "readonly" \
+	"$(grep -x -A2 tally.count <<<"$all" | sed -n 3p)"
 info=$(rcli info)
 version=$("$TALLYD" --version | awk '{print $2}')
 assert_contains "INFO has redis_version" "$info" "redis_version:"
@@ -125,6 +131,13 @@ assert_eq "DECRBY" "(integer) 1" "$(rcn decrby c1 40)"
 assert_eq "INCRBY negative" "(integer) -9" "$(rcn incrby c1 -10)"
 assert_eq "GET" '"-9"' "$(rcn get c1)"
 assert_eq "GET missing key" "(nil)" "$(rcn get nosuchkey)"
+# A key tally cannot hold holds nothing: GET answers nil, as MGET does
+# and as Redis does for a missing key; a write of it is refused.
+k513=$(head -c 513 /dev/zero | tr '\0' k)
+assert_eq "GET of an empty key: nil" "(nil)" "$(rcn get "")"
+assert_eq "GET of a 513-byte key: nil" "(nil)" "$(rcn get "$k513")"
+assert_eq "INCR of a 513-byte key is refused" \
+	"(error) ERR key must be 1..512 bytes" "$(rcn incr "$k513")"
 assert_eq "DECR new key" "(integer) -1" "$(rcn decr c2)"
 assert_eq "SET integer" "OK" "$(rcli set s1 100)"
 assert_eq "GET after SET" "100" "$(rcli get s1)"
