@@ -57,6 +57,8 @@ static const char usage[] =
 "  --idle-timeout S        close clients idle for S seconds (0 = never)\n"
 "  --tcp-keepalive S       TCP keepalive probes after S seconds of silence\n"
 "                          (300; 0 = off), as Redis's tcp-keepalive\n"
+"  --http-timeout S        an HTTP client's time to send a whole request,\n"
+"                          or to take its answer (60; 0 = never)\n"
 "  --log-level LEVEL       error, warn, info (default) or debug\n"
 "  --backup-dir DIR        TALLY.BACKUP writes only new folders directly\n"
 "                          inside DIR (default: anywhere tallyd can write)\n"
@@ -74,7 +76,7 @@ static void defaults(srv_config *c)
 		.max_bulk = 1u << 20, .max_args = 1u << 20,
 		.max_request = 64u << 20, .max_pending = 65536,
 		.max_output = 64u << 20, .idle_timeout_s = 0,
-		.tcp_keepalive_s = 300,
+		.tcp_keepalive_s = 300, .http_timeout_s = 60,
 		.log_level = LOG_INFO,
 	};
 }
@@ -112,7 +114,7 @@ static const char *const value_flags[] = {
 	"--requirepass", "--requirepass-file", "--backup-dir", "--maxclients",
 	"--max-bulk-bytes", "--max-args", "--max-request-bytes",
 	"--max-pipeline", "--max-output-bytes", "--idle-timeout",
-	"--tcp-keepalive",
+	"--tcp-keepalive", "--http-timeout",
 	"--durability", "--log-level", NULL
 };
 
@@ -155,6 +157,7 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	else if (!strcmp(f, "--idle-timeout")) { rc = num(f, v, 0, 86400 * 365, &n); c->idle_timeout_s = (uint32_t)n; }
 	/* Linux takes an idle time of at most 32767 s (TCP_KEEPIDLE). */
 	else if (!strcmp(f, "--tcp-keepalive")) { rc = num(f, v, 0, 32767, &n); c->tcp_keepalive_s = (uint32_t)n; }
+	else if (!strcmp(f, "--http-timeout")) { rc = num(f, v, 0, 86400 * 365, &n); c->http_timeout_s = (uint32_t)n; }
 	else if (!strcmp(f, "--durability")) {
 		if (!strcmp(v, "sync")) c->durability = TALLY_DURABILITY_SYNC;
 		else if (!strcmp(v, "async")) c->durability = TALLY_DURABILITY_ASYNC;

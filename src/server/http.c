@@ -66,6 +66,7 @@ struct http_conn {
 	int continue_due;               /* a 100 Continue is owed (take once) */
 	size_t head_bytes;              /* bytes consumed before headers end */
 	int headers_done;
+	int begun;                      /* a byte of the message has come */
 	int ready;                      /* a whole request is parsed (paused) */
 	int delivered;                  /* ... and handed out by next() */
 	int keep_alive;
@@ -267,6 +268,12 @@ static int on_body(http_parser *p, const char *at, size_t len)
 
 static int conn_split_url(http_conn *c);
 
+static int on_message_begin(http_parser *p)
+{
+	conn_of(p)->begun = 1;
+	return 0;
+}
+
 static int on_message_complete(http_parser *p)
 {
 	http_conn *c = conn_of(p);
@@ -281,6 +288,7 @@ static int on_message_complete(http_parser *p)
 }
 
 static const http_parser_settings settings = {
+	.on_message_begin = on_message_begin,
 	.on_url = on_url,
 	.on_header_field = on_header_field,
 	.on_header_value = on_header_value,
@@ -334,6 +342,7 @@ static void conn_reset_message(http_conn *c)
 	c->continue_due = 0;
 	c->head_bytes = 0;
 	c->headers_done = 0;
+	c->begun = 0;
 	c->ready = c->delivered = 0;
 	http_parser_pause(&c->parser, 0);
 }
@@ -506,6 +515,18 @@ size_t http_conn_pending(const http_conn *c)
 {
 	assert(c != NULL && c->in_off <= c->in.len);
 	return c->in.len - c->in_off;
+}
+
+int http_conn_midway(const http_conn *c)
+{
+	assert(c != NULL);
+	if (c->err_status != 0 || c->finished)
+		return 0;
+	/* A delivered request's bytes are behind it: what is left over
+	 * belongs to the next one, not yet parsed. */
+	if (c->ready)
+		return c->delivered && http_conn_pending(c) > 0;
+	return c->begun || http_conn_pending(c) > 0;
 }
 
 int http_conn_error(const http_conn *c, const char **msg)

@@ -47,6 +47,9 @@ int http_conn_next(http_conn *c, http_request *rq);
 int http_conn_take_continue(http_conn *c);
 /* Bytes fed and not yet taken by http_conn_next(). */
 size_t http_conn_pending(const http_conn *c);
+/* 1 while part of a request has come and not the rest of it (not once a
+ * whole request is in, nor between requests). */
+int http_conn_midway(const http_conn *c);
 /* Status (400, 413, 414, 431, 501, 503, 505) and message of the reader's
  * error. */
 int http_conn_error(const http_conn *c, const char **msg);

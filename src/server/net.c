@@ -158,6 +158,8 @@ struct conn {
 	uv_shutdown_t shut;
 	uint64_t last_active_ms;
 	size_t last_queued;        /* unsent(), at the last tick */
+	uint64_t http_wait_ms;     /* HTTP: the next request (or the client's
+	                              taking of an answer) awaited since */
 };
 
 static void conn_close(conn *c);
@@ -913,6 +915,7 @@ static void http_respond(conn *c, const http_response *rs, int keep_alive)
 	}
 	rbuf_append(&c->out, bytes, len);
 	free(bytes);
+	c->http_wait_ms = now_ms(c->w);
 	if (!keep_alive)
 		c->cl.close_after = 1;
 }
@@ -943,19 +946,50 @@ static void http_writes_end(conn *c)
 	http_process(c);
 }
 
-/* Answer the reader's error and close. */
-static void http_reject(conn *c)
+/* Answer an error that ends the connection, then close. */
+static void http_reply_close(conn *c, int status, const char *msg)
 {
-	const char *msg;
 	http_response rs = { 0 };
 	char body[256];
 
-	rs.status = http_conn_error(c->hc, &msg);
+	rs.status = status;
 	snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
 	rs.body = body;
 	rs.body_len = strlen(body);
 	rs.content_type = "application/json";
 	http_respond(c, &rs, 0);
+}
+
+/* Answer the reader's error and close. */
+static void http_reject(conn *c)
+{
+	const char *msg;
+	int status = http_conn_error(c->hc, &msg);
+
+	http_reply_close(c, status, msg);
+}
+
+/* --http-timeout: a client gets that long from its connection or its last
+ * answer to send a whole request, so one that trickles a request (a byte
+ * now and then) cannot hold its place for ever; a client that has sent
+ * nothing since is at the end of its keep-alive. Bytes received do not
+ * reset the clock; output the client takes does (from the tick). */
+static void http_deadline(conn *c, uint64_t now)
+{
+	uint32_t limit = c->w->s->cfg.http_timeout_s;
+
+	if (limit == 0 || c->closed || c->lingering || c->owed > 0 ||
+	    c->pend != NULL || c->more || c->cl.close_after ||
+	    now - c->http_wait_ms <= (uint64_t)limit * 1000)
+		return;
+	stat_add(&c->w->st->idle_closes_total, 1);
+	if (!http_conn_midway(c->hc) || c->out.len > 0 || c->writing) {
+		conn_close(c);
+		return;
+	}
+	reading_set(c, 0);
+	http_reply_close(c, 408, "request not received in time");
+	conn_flush(c);
 }
 
 /* Answer buffered requests in order, on this thread: reads at once;
@@ -1151,7 +1185,7 @@ static void conn_attach(worker *w, int fd, int http, int full)
 	 * and its place freed, as with Redis's tcp-keepalive. */
 	if (w->s->cfg.tcp_keepalive_s > 0)
 		keepalive_set(c, w->s->cfg.tcp_keepalive_s);
-	c->last_active_ms = now_ms(w);
+	c->last_active_ms = c->http_wait_ms = now_ms(w);
 	if (full) {
 		refuse(w, c, http);
 		return;
@@ -1488,27 +1522,34 @@ static void on_tick(uv_timer_t *tm)
 		         now_ms(w) - w->stop_ms >= SHUTDOWN_GRACE_MS)
 			conn_close(c);
 	}
-	if (idle > 0) {
+	if (idle > 0 || w->s->cfg.http_timeout_s > 0) {
 		uint64_t now = now_ms(w);
 		conn *c = w->conns;
 
 		while (c != NULL) {
 			conn *next = c->next;
-			size_t queued = unsent(c);
+			size_t queued;
 
+			if (idle == 0 && !c->http) {
+				c = next;
+				continue;
+			}
 			/* A client taking in its replies is not idle (as in
 			 * Redis, whose last interaction counts writes): seen
 			 * here, once a tick, as output leaving, which libuv
 			 * reports only when a whole write is sent. */
+			queued = unsent(c);
 			if (queued != c->last_queued) {
 				c->last_queued = queued;
 				if (!c->lingering)
-					c->last_active_ms = now;
+					c->last_active_ms = c->http_wait_ms = now;
 			}
-			if (!c->closed && c->owed == 0 &&
+			if (idle > 0 && !c->closed && c->owed == 0 &&
 			    now - c->last_active_ms > (uint64_t)idle * 1000) {
 				stat_add(&w->st->idle_closes_total, 1);
 				conn_close(c);
+			} else if (c->http) {
+				http_deadline(c, now);
 			}
 			c = next;
 		}

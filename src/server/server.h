@@ -45,6 +45,7 @@ typedef struct srv_config {
 	size_t max_output;           /* --max-output-bytes, 64 MiB */
 	uint32_t idle_timeout_s;     /* --idle-timeout, 0 (never) */
 	uint32_t tcp_keepalive_s;    /* --tcp-keepalive, 300 (0: off) */
+	uint32_t http_timeout_s;     /* --http-timeout, 60 (0: never) */
 	int log_level;               /* --log-level 0 error .. 3 debug */
 	const char *backup_dir;      /* --backup-dir, resolved; NULL: any */
 } srv_config;

@@ -386,6 +386,103 @@ assert_match "a 5 MB reply read over more than the timeout arrives whole" \
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
 stop_and_check
 
+section "--http-timeout 2"
+# An HTTP client gets 2 s from its connection or its last answer to send a
+# whole request: one trickling a request a byte at a time is answered 408
+# and closed (it held its place for as long as it kept trickling); one
+# idle after an answer is closed (keep-alive's end); one sending a request
+# a second is served throughout; a RESP client is not concerned.
+start_tallyd "$TMP/httpto" --http-timeout 2
+python3 - "$T_HTTP" "$T_RESP" <<'ZZ' >"$TMP/httpto.out" 2>&1 || true
+import socket, sys, threading, time
+http, resp = int(sys.argv[1]), int(sys.argv[2])
+out = {}
+
+def read_all(s, limit):
+    s.settimeout(limit)
+    data = b""
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b:
+                return data, "closed"
+            data += b
+    except socket.timeout:
+        return data, "open"
+    except OSError:
+        return data, "closed"
+
+def trickle():
+    s = socket.create_connection(("127.0.0.1", http))
+    t0 = time.time()
+    req = b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * 40
+    for ch in req:
+        try:
+            s.send(bytes([ch]))
+        except OSError:
+            break
+        time.sleep(0.25)
+        if time.time() - t0 > 8:
+            break
+    data, state = read_all(s, 3)
+    out["trickle"] = "%s %s %.0f" % (data.split(b"\r\n")[0].decode(),
+                                     state, time.time() - t0)
+
+def idle_after_answer():
+    s = socket.create_connection(("127.0.0.1", http))
+    t0 = time.time()
+    s.sendall(b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\n\r\n")
+    data, state = read_all(s, 6)
+    out["idle"] = "%d %s %.0f" % (data.count(b"HTTP/1.1 "), state,
+                                  time.time() - t0)
+
+def steady():
+    s = socket.create_connection(("127.0.0.1", http))
+    n = 0
+    for i in range(5):
+        s.sendall(b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\n\r\n")
+        s.settimeout(3)
+        try:
+            if s.recv(4096).startswith(b"HTTP/1.1 404"):
+                n += 1
+        except OSError:
+            break
+        time.sleep(1)
+    out["steady"] = str(n)
+
+def resp_idle():
+    s = socket.create_connection(("127.0.0.1", resp))
+    time.sleep(4.5)
+    s.sendall(b"PING\r\n")
+    s.settimeout(3)
+    out["resp"] = s.recv(64).decode().strip()
+
+ts = [threading.Thread(target=f) for f in (trickle, idle_after_answer,
+                                             steady, resp_idle)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+for k in sorted(out):
+    print(k, out[k])
+ZZ
+say "$(cat "$TMP/httpto.out")"
+assert_match "a request trickled past 2 s: 408, closed, within 2 to 5 s" \
+	'^trickle HTTP/1.1 408 Request Timeout closed [2-5]$' \
+	"$(grep '^trickle' "$TMP/httpto.out")"
+assert_match "a keep-alive client idle after its answer: closed, within 2 to 5 s" \
+	'^idle 1 closed [2-5]$' "$(grep '^idle' "$TMP/httpto.out")"
+assert_eq "a client sending a request every second: all 5 answered" \
+	"steady 5" "$(grep '^steady' "$TMP/httpto.out")"
+assert_eq "a RESP client idle for 4.5 s is still served" \
+	"resp +PONG" "$(grep '^resp' "$TMP/httpto.out")"
+assert_eq "new HTTP clients are served" "404" \
+	"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$T_HTTP/v1/counters/x")"
+stop_and_check
+assert_contains "--http-timeout past a year is refused" \
+	"$("$TALLYD" --data "$TMP/httpto1" --http-timeout 31536001 2>&1 || true)" \
+	"31536000"
+
 section "--tcp-keepalive"
 # The keepalive timer of tallyd's side of a client connection, from
 # /proc/net/tcp (timer 2 is keepalive): on by default, off with 0.
