@@ -219,6 +219,8 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
 	          : 0;
 }
 
+static int conn_split_url(http_conn *c);
+
 static int on_headers_complete(http_parser *p)
 {
 	http_conn *c = conn_of(p);
@@ -226,6 +228,10 @@ static int on_headers_complete(http_parser *p)
 	if (p->http_major != 1)
 		return conn_fail(c, 505, "only HTTP/1.0 and HTTP/1.1 are "
 		                 "served");
+	/* The target is whole: split now, so the head of a request whose
+	 * body is awaited can be checked (http_conn_take_continue). */
+	if (conn_split_url(c) != 0)
+		return -1;
 	/* Only chunked is a transfer coding this server decodes (RFC 9112
 	 * section 6.1: anything else is 501), and HTTP/1.0 has none: its
 	 * framing would be in doubt. */
@@ -266,8 +272,6 @@ static int on_body(http_parser *p, const char *at, size_t len)
 	return rc ? fail_append(c, rc, 413, "request body too large") : 0;
 }
 
-static int conn_split_url(http_conn *c);
-
 static int on_message_begin(http_parser *p)
 {
 	conn_of(p)->begun = 1;
@@ -277,8 +281,6 @@ static int on_message_begin(http_parser *p)
 static int on_message_complete(http_parser *p)
 {
 	http_conn *c = conn_of(p);
-	if (conn_split_url(c) != 0)
-		return -1;
 	c->ready = 1;
 	/* An Upgrade (or CONNECT) hands the stream to another protocol we do
 	 * not speak: answer this request, then close. */
@@ -501,13 +503,26 @@ int http_conn_next(http_conn *c, http_request *rq)
 	return 1;
 }
 
-int http_conn_take_continue(http_conn *c)
+int http_conn_take_continue(http_conn *c, http_request *head)
 {
 	assert(c != NULL);
 	/* Once the body is all here the client has stopped waiting. */
 	if (!c->continue_due || c->ready || c->err_status != 0)
 		return 0;
+	assert(c->headers_done && c->path.p != NULL && c->query.p != NULL);
 	c->continue_due = 0;
+	if (head != NULL) {
+		head->method = http_method_str(
+			(enum http_method)c->parser.method);
+		head->path = c->path.p;
+		head->query = c->query.p;
+		head->body = NULL;
+		head->body_len = 0;
+		/* A value's bytes always end with a NUL (buf_append). */
+		head->authorization = !c->has_auth ? NULL
+		                      : c->auth.p != NULL ? c->auth.p : "";
+		head->keep_alive = http_should_keep_alive(&c->parser);
+	}
 	return 1;
 }
 

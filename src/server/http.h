@@ -43,8 +43,11 @@ int http_conn_feed(http_conn *c, const char *buf, size_t len);
 int http_conn_next(http_conn *c, http_request *rq);
 /* 1 once per request whose headers asked "Expect: 100-continue" and
  * whose body has not all arrived: the caller writes an interim
- * "HTTP/1.1 100 Continue" before any answer to that request. Else 0. */
-int http_conn_take_continue(http_conn *c);
+ * "HTTP/1.1 100 Continue" before any answer to that request, or a final
+ * answer and closes (a request it refuses on its head alone). Else 0.
+ * head (may be NULL) gets the request's method, path, query and
+ * authorization, body NULL; valid until the next feed or next call. */
+int http_conn_take_continue(http_conn *c, http_request *head);
 /* Bytes fed and not yet taken by http_conn_next(). */
 size_t http_conn_pending(const http_conn *c);
 /* 1 while part of a request has come and not the rest of it (not once a
@@ -79,6 +82,9 @@ typedef struct http_api {
 /* A request's writes queued in the engine, waiting to be answered. */
 typedef struct http_pending http_pending;
 
+/* 1 when rq (its head is enough) passes the password check: no password,
+ * a route served without one, or the right Bearer token. */
+int http_api_admits(const http_api *api, const http_request *rq);
 /* Answer one request, or begin to. Never fails: bad input gets a 4xx with
  * {"error":"..."}; an engine I/O failure a 503. Returns 0 when rs holds
  * the answer (every read, and a write refused or completed at once);

@@ -1213,6 +1213,50 @@ static int auth_ok(const http_api *api, const http_request *rq)
 	return ok;
 }
 
+/* What the routes say of a request: the one it hits (NULL: none, its
+ * captures in x), whether its path is known, which methods the path
+ * takes, and whether it is served without the password. */
+typedef struct route_find {
+	const api_route *hit;
+	int path_known, allow_get, allow_post, no_auth;
+} route_find;
+
+static route_find route_lookup(const http_request *rq, api_ctx *x)
+{
+	/* HEAD is GET without the body: every GET route takes it. */
+	const char *method = strcmp(rq->method, "HEAD") == 0 ? "GET"
+	                                                     : rq->method;
+	route_find f = { 0 };
+	int path_open = 1;
+
+	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !f.hit;
+	     i++) {
+		if (!route_match(routes[i].pattern, rq->path, x->cap, &x->ncap))
+			continue;
+		f.path_known = 1;
+		path_open &= routes[i].open;
+		if (strcmp(routes[i].method, "GET") == 0)
+			f.allow_get = 1;
+		else
+			f.allow_post = 1;
+		if (strcmp(routes[i].method, method) == 0)
+			f.hit = &routes[i];
+	}
+	/* Everything but /healthz is behind the password, unknown paths too:
+	 * they would otherwise tell which routes exist. Another method on
+	 * /healthz gets its 405 without one. */
+	f.no_auth = f.hit != NULL ? f.hit->open : f.path_known && path_open;
+	return f;
+}
+
+int http_api_admits(const http_api *api, const http_request *rq)
+{
+	assert(api != NULL && rq != NULL);
+	api_ctx x = {.api = api, .rq = rq};
+
+	return route_lookup(rq, &x).no_auth || auth_ok(api, rq);
+}
+
 int http_api_begin(const http_api *api, const http_request *rq,
                    http_response *rs, void (*done)(void *arg), void *arg,
                    http_pending **pend)
@@ -1221,44 +1265,24 @@ int http_api_begin(const http_api *api, const http_request *rq,
 	assert(done != NULL && pend != NULL);
 	api_ctx x = {.api = api, .rq = rq, .rs = rs, .done = done,
 	             .done_arg = arg, .pend = pend};
-	const api_route *hit = NULL;
-
-	/* HEAD is GET without the body: every GET route takes it. */
 	int head = strcmp(rq->method, "HEAD") == 0;
-	const char *method = head ? "GET" : rq->method;
-	int allow_get = 0, allow_post = 0, path_open = 1;
 
 	*pend = NULL;
-	int path_known = 0;
 	memset(rs, 0, sizeof *rs);
-	for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !hit; i++) {
-		if (!route_match(routes[i].pattern, rq->path, x.cap, &x.ncap))
-			continue;
-		path_known = 1;
-		path_open &= routes[i].open;
-		if (strcmp(routes[i].method, "GET") == 0)
-			allow_get = 1;
-		else
-			allow_post = 1;
-		if (strcmp(routes[i].method, method) == 0)
-			hit = &routes[i];
-	}
-	/* Everything but /healthz is behind the password, unknown paths too:
-	 * they would otherwise tell which routes exist. Another method on
-	 * /healthz gets its 405 without one. */
-	int no_auth = hit != NULL ? hit->open : path_known && path_open;
-	if (!no_auth && !auth_ok(api, rq))
+	route_find f = route_lookup(rq, &x);
+
+	if (!f.no_auth && !auth_ok(api, rq))
 		reply_msg(rs, 401, "authentication required");
-	else if (hit != NULL)
-		hit->fn(&x);
-	else if (path_known) {
+	else if (f.hit != NULL)
+		f.hit->fn(&x);
+	else if (f.path_known) {
 		reply_msg(rs, 405, "method not allowed");
 		/* RFC 9110 section 15.5.6: every method of every route
 		 * the path matches (a counter named "x/incr" is read with
 		 * GET where POST increments counter "x"). */
-		rs->allow = allow_get && allow_post ? "GET, HEAD, POST"
-		            : allow_get             ? "GET, HEAD"
-		                                    : "POST";
+		rs->allow = f.allow_get && f.allow_post ? "GET, HEAD, POST"
+		            : f.allow_get               ? "GET, HEAD"
+		                                        : "POST";
 	} else {
 		reply_msg(rs, 404, "not found");
 	}

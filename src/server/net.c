@@ -1019,9 +1019,19 @@ static void http_process(conn *c)
 		if (rc == 0) {
 			/* Every answer before this request is in c->out
 			 * already, so the interim one goes in order. */
-			if (http_conn_take_continue(c->hc)) {
+			if (http_conn_take_continue(c->hc, &c->rq)) {
 				static const char cont[] =
 					"HTTP/1.1 100 Continue\r\n\r\n";
+
+				/* Not before the password is checked: the
+				 * body would come for nothing. RFC 9110
+				 * section 10.1.1 lets the final answer come
+				 * instead; closing spares reading the body. */
+				if (!http_api_admits(&api, &c->rq)) {
+					http_reply_close(c, 401,
+					    "authentication required");
+					break;
+				}
 				rbuf_append(&c->out, cont, sizeof cont - 1);
 			}
 			break;

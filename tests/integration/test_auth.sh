@@ -140,6 +140,27 @@ out=$(printf 'POST /v1/counters/trailer/incr HTTP/1.1\r\nHost: t\r\nConnection: 
 	timeout 20 bash -c "exec 3<>/dev/tcp/127.0.0.1/$T_HTTP; cat >&3; cat <&3" | tr -d '\r' || true)
 assert_match "the token in a chunked trailer: 401" '^HTTP/1.1 401' "$out"
 assert_eq "... and nothing was written" "" "$(rcli GET trailer)"
+# Expect: 100-continue: the password is checked on the head, before the
+# body is asked for; a refused client gets its 401 at once, and the
+# connection closes without waiting for the body it announced.
+expect_head() { # AUTH_HEADER_LINE (\r\n escaped): the answer to a head whose body waits
+	timeout 20 bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 9
+		printf "POST /v1/counters/cont/incr HTTP/1.1\r\nHost: x\r\n%bExpect: 100-continue\r\nContent-Length: 8\r\n\r\n" "$2" >&3
+		IFS= read -r -t 5 line <&3 || { echo "no answer"; exit 0; }
+		printf "%s" "$line"
+		if [ "${line:9:3}" != 100 ]; then
+			timeout 5 cat <&3 >/dev/null && echo "|closed" || echo "|open"
+		fi' _ "$T_HTTP" "$1" | tr -d '\r' || true
+}
+assert_eq "Expect: 100-continue without the token: 401 before the body, closed" \
+	"HTTP/1.1 401 Unauthorized|closed" "$(expect_head "")"
+assert_eq "... with a wrong token: the same" \
+	"HTTP/1.1 401 Unauthorized|closed" \
+	"$(expect_head "Authorization: Bearer $GUESS\r\n")"
+assert_eq "... with the right token: 100 Continue" "HTTP/1.1 100 Continue" \
+	"$(expect_head "Authorization: Bearer $PASS_W\r\n")"
+assert_eq "... and nothing was written by them" "" "$(rcli GET cont)"
 assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
 assert_eq "unknown paths need the token too (they would tell routes)" "401" \
 	"$(code_of "$URL/v1/nothing")"

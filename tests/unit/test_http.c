@@ -228,8 +228,8 @@ static void test_reader_expect_continue(void **state)
 	                              "EXPECT:  100-Continue \r\n"
 	                              "Content-Length: 3\r\n\r\n");
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c), 1);
-	assert_int_equal(http_conn_take_continue(c), 0);
+	assert_int_equal(http_conn_take_continue(c, NULL), 1);
+	assert_int_equal(http_conn_take_continue(c, NULL), 0);
 	assert_int_equal(http_conn_feed(c, "abc", 3), 0);
 	assert_int_equal(http_conn_next(c, &rq), 1);
 	CHECK_STR(rq.body, "abc");
@@ -239,7 +239,28 @@ static void test_reader_expect_continue(void **state)
 	                              "chunked\r\n\r\n";
 	assert_int_equal(http_conn_feed(c, chunked, sizeof chunked - 1), 0);
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c), 1);
+	assert_int_equal(http_conn_take_continue(c, NULL), 1);
+	http_conn_free(c);
+
+	/* The head comes with it, for the password check before the body. */
+	http_request head;
+	c = conn_fed(NULL, "PUT /v1/a%20b?x=1 HTTP/1.1\r\n"
+	                   "Authorization: Bearer t0k \r\n"
+	                   "Expect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+	assert_int_equal(http_conn_next(c, &rq), 0);
+	assert_int_equal(http_conn_take_continue(c, &head), 1);
+	CHECK_STR(head.method, "PUT");
+	CHECK_STR(head.path, "/v1/a b");
+	CHECK_STR(head.query, "x=1");
+	assert_non_null(head.authorization);
+	assert_non_null(strstr(head.authorization, "Bearer t0k"));
+	assert_null(head.body);
+	http_conn_free(c);
+	c = conn_fed(NULL, "POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
+	                   "Content-Length: 3\r\n\r\n");
+	assert_int_equal(http_conn_next(c, &rq), 0);
+	assert_int_equal(http_conn_take_continue(c, &head), 1);
+	assert_null(head.authorization);
 	http_conn_free(c);
 
 	static const char *const none[] = {
@@ -258,7 +279,7 @@ static void test_reader_expect_continue(void **state)
 	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
 		c = conn_fed(NULL, none[i]);
 		(void)http_conn_next(c, &rq);
-		assert_int_equal(http_conn_take_continue(c), 0);
+		assert_int_equal(http_conn_take_continue(c, NULL), 0);
 		http_conn_free(c);
 	}
 	/* A body declared too large is refused, not invited. */
@@ -268,7 +289,7 @@ static void test_reader_expect_continue(void **state)
 	static const char big[] = "POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
 	                          "Content-Length: 5\r\n\r\n";
 	assert_int_equal(http_conn_feed(c, big, sizeof big - 1), -1);
-	assert_int_equal(http_conn_take_continue(c), 0);
+	assert_int_equal(http_conn_take_continue(c, NULL), 0);
 	assert_int_equal(http_conn_error(c, NULL), 413);
 	http_conn_free(c);
 }
