@@ -175,6 +175,25 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	return rc;
 }
 
+/* Whether a Bearer token can carry the password: a header field's value
+ * loses its leading and trailing white space (RFC 9110 section 5.5) and
+ * holds no control byte but a tab. */
+static int password_http_ok(const char *p)
+{
+	size_t n = strlen(p);
+
+	if (n > 0 && (p[0] == ' ' || p[0] == '\t' || p[n - 1] == ' ' ||
+	              p[n - 1] == '\t'))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)p[i];
+
+		if ((b < 0x20 && b != '\t') || b == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
 static int config_check(const srv_config *c)
 {
 	if (strcmp(c->store, "rocksdb") != 0 &&
@@ -230,6 +249,12 @@ static int config_check(const srv_config *c)
 		else
 			fprintf(stderr, "tallyd: --requirepass must not be "
 			        "empty\n");
+		return -1;
+	}
+	if (c->requirepass != NULL && !password_http_ok(c->requirepass)) {
+		fprintf(stderr, "tallyd: the password must not begin or end "
+		        "with a space or tab, nor hold a control character: "
+		        "an HTTP Authorization header cannot carry it\n");
 		return -1;
 	}
 	return 0;

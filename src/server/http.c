@@ -63,7 +63,8 @@ struct http_conn {
 	int te_count;                   /* Transfer-Encoding fields seen */
 	char te[HTTP_EXPECT_MAX + 1];
 	size_t te_len;                  /* > HTTP_EXPECT_MAX: not "chunked" */
-	int continue_due;               /* a 100 Continue is owed (take once) */
+	int continue_due;               /* a 100 Continue is owed */
+	int head_taken;                 /* http_conn_take_head() gave it */
 	size_t head_bytes;              /* bytes consumed before headers end */
 	int headers_done;
 	int begun;                      /* a byte of the message has come */
@@ -229,7 +230,7 @@ static int on_headers_complete(http_parser *p)
 		return conn_fail(c, 505, "only HTTP/1.0 and HTTP/1.1 are "
 		                 "served");
 	/* The target is whole: split now, so the head of a request whose
-	 * body is awaited can be checked (http_conn_take_continue). */
+	 * body is awaited can be checked (http_conn_take_head). */
 	if (conn_split_url(c) != 0)
 		return -1;
 	/* Only chunked is a transfer coding this server decodes (RFC 9112
@@ -342,6 +343,7 @@ static void conn_reset_message(http_conn *c)
 	c->in_te = c->te_count = 0;
 	c->te_len = 0;
 	c->continue_due = 0;
+	c->head_taken = 0;
 	c->head_bytes = 0;
 	c->headers_done = 0;
 	c->begun = 0;
@@ -503,14 +505,19 @@ int http_conn_next(http_conn *c, http_request *rq)
 	return 1;
 }
 
-int http_conn_take_continue(http_conn *c, http_request *head)
+int http_conn_take_head(http_conn *c, http_request *head, int *want_continue)
 {
 	assert(c != NULL);
+	if (want_continue != NULL)
+		*want_continue = 0;
 	/* Once the body is all here the client has stopped waiting. */
-	if (!c->continue_due || c->ready || c->err_status != 0)
+	if (!c->headers_done || c->head_taken || c->ready ||
+	    c->err_status != 0)
 		return 0;
-	assert(c->headers_done && c->path.p != NULL && c->query.p != NULL);
-	c->continue_due = 0;
+	assert(c->path.p != NULL && c->query.p != NULL);
+	c->head_taken = 1;
+	if (want_continue != NULL)
+		*want_continue = c->continue_due;
 	if (head != NULL) {
 		head->method = http_method_str(
 			(enum http_method)c->parser.method);

@@ -41,13 +41,15 @@ int http_conn_feed(http_conn *c, const char *buf, size_t len);
  * 0: more bytes needed; -1: error, sticky: answer with
  * http_conn_error() and close. */
 int http_conn_next(http_conn *c, http_request *rq);
-/* 1 once per request whose headers asked "Expect: 100-continue" and
- * whose body has not all arrived: the caller writes an interim
- * "HTTP/1.1 100 Continue" before any answer to that request, or a final
- * answer and closes (a request it refuses on its head alone). Else 0.
- * head (may be NULL) gets the request's method, path, query and
- * authorization, body NULL; valid until the next feed or next call. */
-int http_conn_take_continue(http_conn *c, http_request *head);
+/* 1 once per request whose headers are read and whose body has not all
+ * arrived, so that the caller can refuse it on its head alone (answer,
+ * then close) before taking in a body; else 0. head (may be NULL) gets
+ * the request's method, path, query and authorization, body NULL; valid
+ * until the next feed or next call. *want_continue (may be NULL) is 1
+ * when the headers asked "Expect: 100-continue" (HTTP/1.1, a body to
+ * come): unless it refuses the request, the caller writes an interim
+ * "HTTP/1.1 100 Continue" before any answer to it. */
+int http_conn_take_head(http_conn *c, http_request *head, int *want_continue);
 /* Bytes fed and not yet taken by http_conn_next(). */
 size_t http_conn_pending(const http_conn *c);
 /* 1 while part of a request has come and not the rest of it (not once a

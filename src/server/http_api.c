@@ -435,8 +435,11 @@ static void reply_counter(http_response *rs, const char *name, size_t len,
 static void h_counter_get(api_ctx *x)
 {
 	int64_t v = 0;
-	if (!counter_name_ok(x))
+	/* A name no counter can have names none, as RESP's GET says. */
+	if (x->cap[0].len == 0 || x->cap[0].len > TALLY_KEY_MAX) {
+		reply_msg(x->rs, 404, "no such counter");
 		return;
+	}
 	int rc = tally_get(x->api->t, x->cap[0].p, x->cap[0].len, &v);
 	if (rc == TALLY_ENOTFOUND)
 		reply_msg(x->rs, 404, "no such counter");

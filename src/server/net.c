@@ -1019,20 +1019,27 @@ static void http_process(conn *c)
 		if (rc == 0) {
 			/* Every answer before this request is in c->out
 			 * already, so the interim one goes in order. */
-			if (http_conn_take_continue(c->hc, &c->rq)) {
+			int want_continue;
+
+			/* The password is checked on the head: a client
+			 * without it cannot make tallyd take in a body (up
+			 * to 1 MiB each) for nothing, nor be invited to send
+			 * one. RFC 9110 section 10.1.1 lets the final answer
+			 * come instead of 100 Continue; closing spares
+			 * reading the body. */
+			if (http_conn_take_head(c->hc, &c->rq,
+			                        &want_continue)) {
 				static const char cont[] =
 					"HTTP/1.1 100 Continue\r\n\r\n";
 
-				/* Not before the password is checked: the
-				 * body would come for nothing. RFC 9110
-				 * section 10.1.1 lets the final answer come
-				 * instead; closing spares reading the body. */
 				if (!http_api_admits(&api, &c->rq)) {
 					http_reply_close(c, 401,
 					    "authentication required");
 					break;
 				}
-				rbuf_append(&c->out, cont, sizeof cont - 1);
+				if (want_continue)
+					rbuf_append(&c->out, cont,
+					            sizeof cont - 1);
 			}
 			break;
 		}

@@ -161,6 +161,22 @@ assert_eq "... with a wrong token: the same" \
 assert_eq "... with the right token: 100 Continue" "HTTP/1.1 100 Continue" \
 	"$(expect_head "Authorization: Bearer $PASS_W\r\n")"
 assert_eq "... and nothing was written by them" "" "$(rcli GET cont)"
+# Without Expect too: a body announced by a client without the token is
+# refused on the head, before it is sent (1 MiB per connection could be
+# held until the 401; what a client sends after it is read and dropped).
+python3 - "$T_HTTP" <<'ZZ' >"$TMP/body401.out" 2>&1 || true
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\n"
+          b"Content-Length: 1048576\r\n\r\n" + b" " * 1000)
+s.settimeout(5)
+try:
+    print(s.recv(4096).split(b"\r\n")[0].decode() or "closed")
+except socket.timeout:
+    print("no answer")
+ZZ
+assert_eq "a body announced without the token: 401 before it is sent" \
+	"HTTP/1.1 401 Unauthorized" "$(cat "$TMP/body401.out")"
 assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
 assert_eq "unknown paths need the token too (they would tell routes)" "401" \
 	"$(code_of "$URL/v1/nothing")"
@@ -285,6 +301,12 @@ refused "--bind :: without a password" "protected mode" --bind ::
 refused "--bind of a non-loopback address" "without a password" \
 	--bind 192.0.2.1
 refused "an empty --requirepass" "must not be empty" --requirepass ""
+refused "a password ending with a space (HTTP cannot carry it)" \
+	"must not begin or end with a space" --requirepass "pw "
+refused "a password beginning with a tab" "must not begin or end" \
+	--requirepass "$(printf '\tpw')"
+refused "a password holding a line feed" "nor hold a control character" \
+	--requirepass "$(printf 'p\nw')"
 refused "--requirepass and --requirepass-file" "not both" \
 	--requirepass x --requirepass-file "$PWFILE"
 refused "--requirepass-file of a missing file" "No such file" \

@@ -217,6 +217,14 @@ static void test_reader_framing_refused(void **state)
 	expect_reader_msg("GET / HTTP/2.0\r\n\r\n", 505, "HTTP/1.1");
 }
 
+/* 1 when the head is given and asks for 100 Continue. */
+static int take_continue(http_conn *c)
+{
+	int want = 0;
+
+	return http_conn_take_head(c, NULL, &want) && want;
+}
+
 /* "Expect: 100-continue" owes one interim answer while the body is
  * still to come; not when it is all here, not for HTTP/1.0, not for an
  * empty body or another expectation, and not twice. */
@@ -228,8 +236,8 @@ static void test_reader_expect_continue(void **state)
 	                              "EXPECT:  100-Continue \r\n"
 	                              "Content-Length: 3\r\n\r\n");
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c, NULL), 1);
-	assert_int_equal(http_conn_take_continue(c, NULL), 0);
+	assert_int_equal(take_continue(c), 1);
+	assert_int_equal(take_continue(c), 0);
 	assert_int_equal(http_conn_feed(c, "abc", 3), 0);
 	assert_int_equal(http_conn_next(c, &rq), 1);
 	CHECK_STR(rq.body, "abc");
@@ -239,7 +247,7 @@ static void test_reader_expect_continue(void **state)
 	                              "chunked\r\n\r\n";
 	assert_int_equal(http_conn_feed(c, chunked, sizeof chunked - 1), 0);
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c, NULL), 1);
+	assert_int_equal(take_continue(c), 1);
 	http_conn_free(c);
 
 	/* The head comes with it, for the password check before the body. */
@@ -248,7 +256,7 @@ static void test_reader_expect_continue(void **state)
 	                   "Authorization: Bearer t0k \r\n"
 	                   "Expect: 100-continue\r\nContent-Length: 3\r\n\r\n");
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c, &head), 1);
+	assert_int_equal(http_conn_take_head(c, &head, NULL), 1);
 	CHECK_STR(head.method, "PUT");
 	CHECK_STR(head.path, "/v1/a b");
 	CHECK_STR(head.query, "x=1");
@@ -259,7 +267,7 @@ static void test_reader_expect_continue(void **state)
 	c = conn_fed(NULL, "POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
 	                   "Content-Length: 3\r\n\r\n");
 	assert_int_equal(http_conn_next(c, &rq), 0);
-	assert_int_equal(http_conn_take_continue(c, &head), 1);
+	assert_int_equal(http_conn_take_head(c, &head, NULL), 1);
 	assert_null(head.authorization);
 	http_conn_free(c);
 
@@ -277,9 +285,12 @@ static void test_reader_expect_continue(void **state)
 		"Content-Length: 2\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+		int want = -1;
+
 		c = conn_fed(NULL, none[i]);
 		(void)http_conn_next(c, &rq);
-		assert_int_equal(http_conn_take_continue(c, NULL), 0);
+		(void)http_conn_take_head(c, NULL, &want);
+		assert_int_equal(want, 0);
 		http_conn_free(c);
 	}
 	/* A body declared too large is refused, not invited. */
@@ -289,7 +300,7 @@ static void test_reader_expect_continue(void **state)
 	static const char big[] = "POST /p HTTP/1.1\r\nExpect: 100-continue\r\n"
 	                          "Content-Length: 5\r\n\r\n";
 	assert_int_equal(http_conn_feed(c, big, sizeof big - 1), -1);
-	assert_int_equal(http_conn_take_continue(c, NULL), 0);
+	assert_int_equal(take_continue(c), 0);
 	assert_int_equal(http_conn_error(c, NULL), 413);
 	http_conn_free(c);
 }
@@ -661,13 +672,17 @@ static void test_api_counter_name_decoded(void **state)
 	reply_free(&r);
 }
 
-static void test_api_counter_name_too_long_400(void **state)
+/* A name no counter can have: a read finds none (404, as RESP's GET
+ * answers nil); an increment is refused (400, as RESP's INCR). */
+static void test_api_counter_name_too_long(void **state)
 {
-	char target[700];
+	char target[720];
 	int n = snprintf(target, sizeof target, "/v1/counters/");
 	memset(target + n, 'k', TALLY_KEY_MAX + 1);
 	target[n + TALLY_KEY_MAX + 1] = '\0';
-	expect_error(*state, "GET", target, NULL, 400, "1..512 bytes");
+	expect_error(*state, "GET", target, NULL, 404, "no such counter");
+	strcat(target, "/incr");
+	expect_error(*state, "POST", target, "{\"by\":1}", 400, "1..512 bytes");
 	target[n + TALLY_KEY_MAX] = '\0';
 	expect_error(*state, "GET", target, NULL, 404, "no such counter");
 }
@@ -1184,7 +1199,7 @@ int main(void)
 		API_TEST(test_api_counter_missing_404),
 		API_TEST(test_api_counter_incr_and_get),
 		API_TEST(test_api_counter_name_decoded),
-		API_TEST(test_api_counter_name_too_long_400),
+		API_TEST(test_api_counter_name_too_long),
 		API_TEST(test_api_counter_idempotent_retry),
 		API_TEST(test_api_counter_overflow_400),
 		API_TEST(test_api_counter_bad_body_400),
