@@ -78,7 +78,9 @@ assert_http_error "bad JSON: 400" 400 "invalid JSON"
 http POST /v1/counters/hits/incr '[1,2]'
 assert_http_error "JSON that is not an object: 400" 400
 http GET "/v1/counters/$(head -c 600 /dev/zero | tr '\0' k)"
-assert_http_error "counter name over 512 bytes: 400" 400
+assert_http_error "reading a counter name over 512 bytes: 404, as GET's nil" 404
+http POST "/v1/counters/$(head -c 600 /dev/zero | tr '\0' k)/incr" '{"by":1}'
+assert_http_error "incrementing a counter name over 512 bytes: 400" 400
 http GET /v1/counters/hits
 assert_http "bad requests changed nothing" 200 '"value":11'
 
