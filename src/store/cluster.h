@@ -94,6 +94,8 @@ typedef struct cluster_cmd {
 	redisReply *reply;     /* set when outcome is CL_DONE; owned by the
 	                          command: free it with cluster_cmd_reset() */
 	int outcome;           /* enum cluster_outcome */
+	/* the caller's, never read or written by cluster_exec() */
+	int resent;            /* sent again after a CL_UNKNOWN outcome */
 } cluster_cmd;
 
 /**

@@ -545,7 +545,7 @@ static int plan_groups(rc_seg *s)
  * the value after delta pos (TALLY_EOVERFLOW for "E"); for "=v", v less
  * after, the sum of the deltas that followed pos. */
 static int add_reply(const redisReply *rep, uint32_t pos, int64_t after,
-                     uint32_t *n, int64_t *v)
+                     uint32_t *n, int64_t *v, int *saved)
 {
 	const char *p, *end;
 	char buf[32], *e;
@@ -555,6 +555,9 @@ static int add_reply(const redisReply *rep, uint32_t pos, int64_t after,
 		return TALLY_EIO;
 	p = rep->str;
 	end = rep->str + rep->len;
+	/* A token's saved answer: the change was made by a run before. */
+	*saved = p < end && *p == '=';
+	p += *saved;
 	/* The count is read from t:cfg, which tally keeps within 1..RC_SHARDS_MAX;
 	 * past that it would plan a read of every shard named. */
 	shards = strtoul(p, &e, 10);
@@ -607,19 +610,34 @@ static int need_sum(rc_seg *s, size_t i, uint32_t n)
 	return TALLY_OK;
 }
 
-static int parse_member(store_op *op, rc_opx *x, const redisReply *rep)
+/* What op changed in this batch, for the answers of the ops before it
+ * (phase2): its delta, unless a token's saved answer says an earlier
+ * request made the change. A resent command's own first send may have
+ * left that token, and then the change is this batch's; which of the two
+ * cannot be known, and the batch's own is taken (the likelier). */
+static int64_t batch_delta(int64_t d, const cluster_cmd *cmd, int saved)
 {
+	return saved && !cmd->resent ? 0 : d;
+}
+
+static int parse_member(store_op *op, rc_opx *x, const cluster_cmd *cmd)
+{
+	const redisReply *rep = cmd->reply;
 	const char *p;
+	int saved;
 
 	if (rep->type != REDIS_REPLY_STRING || rep->len < 1)
 		return TALLY_EIO;
-	p = rep->str + (rep->str[0] == '=');
+	saved = rep->str[0] == '=';
+	p = rep->str + saved;
 	/* "0" or "1", "=" first when a token answered: anything else is
 	 * another script's saved reply under the same token key. */
 	if (rep->str + rep->len - p != 1 || (*p != '0' && *p != '1'))
 		return TALLY_ECORRUPT;
+	/* Changed, even when saved: its log entries are written (their own
+	 * tokens keep them once), in case the first run stopped short. */
 	x->changed = *p == '1';
-	x->d = x->changed ? (op->remove ? -1 : 1) : 0;
+	x->d = x->changed ? batch_delta(op->remove ? -1 : 1, cmd, saved) : 0;
 	return TALLY_OK;
 }
 
@@ -642,18 +660,20 @@ static int parse_phase1(rc_seg *s)
 	for (size_t i = s->from; i < s->to; i++) {
 		store_op *op = &s->ops[i];
 		rc_opx *x = &s->x[i];
+		const cluster_cmd *cmd;
 		const redisReply *rep;
 		uint32_t n = 1, pos = 0;
-		int rc = TALLY_OK;
+		int rc = TALLY_OK, saved = 0;
 
 		if (op->skip || (x->cmd < 0 && x->grp < 0))
 			continue;
 		if (x->grp >= 0) {
-			rep = s->c1.v[s->g[x->grp].cmd].reply;
+			cmd = &s->c1.v[s->g[x->grp].cmd];
 			pos = x->pos;
 		} else {
-			rep = s->c1.v[x->cmd].reply;
+			cmd = &s->c1.v[x->cmd];
 		}
+		rep = cmd->reply;
 		if (rep->type == REDIS_REPLY_ERROR) {
 			op->err = TALLY_EIO; /* e.g. WRONGTYPE: a foreign key */
 			continue;
@@ -668,10 +688,11 @@ static int parse_phase1(rc_seg *s)
 			rc = parse_setdel(op, rep);
 		} else if (op->kind == STORE_OP_EVENT &&
 		           op->mode == TALLY_MODE_UNIQUE) {
-			rc = parse_member(op, x, rep);
+			rc = parse_member(op, x, cmd);
 		} else if (op->kind == STORE_OP_INCRBY ||
 		           op->kind == STORE_OP_EVENT) {
-			rc = add_reply(rep, pos, x->after, &n, &op->result);
+			rc = add_reply(rep, pos, x->after, &n, &op->result,
+			               &saved);
 			if (rc == TALLY_EOVERFLOW) {
 				op->err = rc;
 				rc = TALLY_OK;
@@ -679,7 +700,7 @@ static int parse_phase1(rc_seg *s)
 			}
 			if (rc == TALLY_OK) {
 				x->changed = 1;
-				x->d = op_delta(op);
+				x->d = batch_delta(op_delta(op), cmd, saved);
 			}
 		}
 		if (rc == TALLY_ECORRUPT) {

@@ -31,8 +31,9 @@
  * same delta right after it is refused too (the value did not move), so a
  * run stops at its first refusal.
  * n is the shard count read (1 without KEYS[3]); a token already there
- * returns its saved string, so a resend or a client retry answers like the
- * first run and changes nothing. A run that changed nothing (every delta
+ * returns its saved string after a "=", so a resend or a client retry
+ * answers like the first run, changes nothing, and is told apart from a
+ * first run (whose change the batch's other answers count). A run that changed nothing (every delta
  * refused) saves its answer marked with its batch, "R<batch>|answer": a
  * resend of that batch (its reply lost) gets the same refusal, as the
  * writes after it in the batch were made on top of it, while a client's
@@ -42,7 +43,7 @@
 "local t = redis.call('GET', KEYS[2])\n" \
 "if t then\n" \
 "  if string.sub(t, 1, 1) ~= 'R' then\n" \
-"    redis.call('SET', KEYS[2], t, 'KEEPTTL'); return t end\n" \
+"    redis.call('SET', KEYS[2], t, 'KEEPTTL'); return '=' .. t end\n" \
 "  local bar = string.find(t, '|', 1, true)\n" \
 "  if string.sub(t, 2, bar - 1) == ARGV[2] then\n" \
 "    return string.sub(t, bar + 1) end\n" \

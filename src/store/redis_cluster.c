@@ -175,6 +175,10 @@ static int exec_part(cluster *cl, cluster_cmd *v, size_t n)
 		np = 0;
 		for (size_t i = 0; i < n; i++)
 			if (v[i].outcome != CL_DONE) {
+				/* The first send may have run: a token it
+				 * left answers the resend (rc_apply.c). */
+				if (v[i].outcome == CL_UNKNOWN)
+					v[i].resent = 1;
 				pend[np] = v[i];
 				pend[np].reply = NULL;
 				pend[np++].outcome = CL_NOT_RUN;

@@ -215,6 +215,21 @@ assert_eq "pipelined adds to one total, the second with an ID, answer in order" 
 	"$(printf '5\n6\n8\n9')" \
 	"$(pipe "$A_RESP" 1 2 "$unit"; pipe "$A_RESP" 1 2 "$(resp TALLY.ADD article view 70 0 DELTA 2)$(resp TALLY.ADD article view 70 0 DELTA 1 ID ord2)")"
 
+# A retry answered from Redis's token (here on another tallyd, whose
+# memory has not seen the ID) made its like before: the writes queued
+# ahead of it in the same batch are answered without it. They were
+# answered one short (1 then 2), as if the retry had liked again now.
+redis-cli -p "$A_RESP" tally.add article like 60 100 id rb-x >/dev/null
+assert_eq "a like, then the retry of another's like, in one pipeline on B" \
+	"$(printf '2\n2')" \
+	"$(pipe "$B_RESP" 1 2 "$(resp TALLY.ADD article like 60 200 ID rb-y)$(resp TALLY.ADD article like 60 100 ID rb-x)")"
+redis-cli -p "$A_RESP" tally.add article like 61 400 id rb-w >/dev/null
+assert_eq "... with a like and a remove that changes nothing before it" \
+	"$(printf '2\n2\n2')" \
+	"$(pipe "$B_RESP" 1 3 "$(resp TALLY.ADD article like 61 500)$(resp TALLY.REMOVE article like 61 300)$(resp TALLY.ADD article like 61 400 ID rb-w)")"
+assert_eq "and the counts are those" "2 2" \
+	"$(redis-cli -p "$A_RESP" tally.count article like 60) $(redis-cli -p "$A_RESP" tally.count article like 61)"
+
 section "content types another instance created"
 # A and B run; each creates a content type the other has not seen. B's
 # first content type after start takes the same id as A's new one: the
