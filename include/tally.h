@@ -492,9 +492,11 @@ typedef struct tally_write {
 	size_t key_len;
 	int64_t value;      /**< INCRBY delta or SET value */
 	const void *id;     /**< optional idempotency token for INCRBY, ADD,
-	                         REMOVE (also read from here for events) */
+	                         REMOVE */
 	size_t id_len;
-	tally_event event;  /**< ADD and REMOVE (event.id is ignored) */
+	tally_event event;  /**< ADD and REMOVE; its id is the token when id
+	                         is NULL; both set and different:
+	                         TALLY_EINVAL */
 } tally_write;
 
 /**

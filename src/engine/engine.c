@@ -1137,11 +1137,28 @@ static int event_prepare(tally *t, const tally_event *ev, int remove,
 /* Turn a public write into a store op (validated, names resolved). */
 static int write_prepare(tally *t, const tally_write *w, store_op *op)
 {
+	const void *id;
+	size_t id_len;
 	int rc;
 
 	if (t == NULL || w == NULL)
 		return TALLY_EINVAL;
-	rc = id_check(w->id, w->id_len);
+	id = w->id;
+	id_len = w->id_len;
+	/* An event's own id counts too: one given there alone, as
+	 * tally_add() takes it, was silently dropped. Two that differ are
+	 * two requests in one: refused. */
+	if ((w->kind == TALLY_W_ADD || w->kind == TALLY_W_REMOVE) &&
+	    w->event.id != NULL) {
+		if (id == NULL) {
+			id = w->event.id;
+			id_len = w->event.id_len;
+		} else if (id_len != w->event.id_len ||
+		           memcmp(id, w->event.id, id_len) != 0) {
+			return TALLY_EINVAL;
+		}
+	}
+	rc = id_check(id, id_len);
 	if (rc != TALLY_OK)
 		return rc;
 	switch (w->kind) {
@@ -1168,9 +1185,9 @@ static int write_prepare(tally *t, const tally_write *w, store_op *op)
 	default:
 		return TALLY_EINVAL;
 	}
-	if (w->id != NULL && w->kind != TALLY_W_SET && w->kind != TALLY_W_DEL) {
-		op->token = w->id;
-		op->token_len = (uint32_t)w->id_len;
+	if (id != NULL && w->kind != TALLY_W_SET && w->kind != TALLY_W_DEL) {
+		op->token = id;
+		op->token_len = (uint32_t)id_len;
 	}
 	return TALLY_OK;
 }

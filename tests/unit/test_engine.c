@@ -696,6 +696,34 @@ static void test_idempotent_add_retry_returns_first_result(void **state)
 	CHECK_I64(count_of(f->t, "article", "view", 2), 2);
 }
 
+/* tally_write's token for an event: its id, or the event's own when it
+ * has none (the way tally_add() takes it; it was dropped); two that
+ * differ are refused. */
+static void test_write_takes_the_event_id(void **state)
+{
+	struct fx *f = *state;
+	tally_write w;
+	int64_t r = 0;
+
+	memset(&w, 0, sizeof w);
+	w.kind = TALLY_W_ADD;
+	w.event = ev_of("article", "view", 7, 5);
+	w.event.id = "ev-tok";
+	w.event.id_len = 6;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	w.id = "ev-tok";
+	w.id_len = 6;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	w.id = "other";
+	w.id_len = 5;
+	CHECK_RC(tally_write_sync(f->t, &w, &r), TALLY_EINVAL);
+	CHECK_I64(count_of(f->t, "article", "view", 7), 1);
+}
+
 static void test_idempotent_incrby_retry_returns_first_result(void **state)
 {
 	struct fx *f = *state;
@@ -4717,6 +4745,7 @@ int main(void)
 	    T(test_set_get_del_semantics),
 	    T(test_mget_missing_key_found_zero),
 	    T(test_idempotent_add_retry_returns_first_result),
+	    T(test_write_takes_the_event_id),
 	    T(test_idempotent_incrby_retry_returns_first_result),
 	    T(test_idempotency_token_survives_reopen),
 	    T(test_tokens_past_memory_answered_from_store),
