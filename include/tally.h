@@ -790,8 +790,14 @@ TALLY_API int tally_stats_get(tally *t, tally_stats *out);
 /**
  * Write a consistent copy of the database (a RocksDB checkpoint) into a new
  * folder, while the handle keeps serving. The copy opens with tally_open().
- * @param dir folder to create; must not exist.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (including dir exists).
+ * It is made in the folder dir + ".tally-partial", then renamed to dir, so
+ * a failure (a disk full) or a crash never leaves dir with part of the data
+ * in it: a failure removes the partial folder; a crash leaves it, to be
+ * deleted by hand.
+ * @param dir folder to create; must not exist, nor its partial folder.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (including dir or its
+ *         partial folder exists); TALLY_ENOSPC (the disk of dir is full:
+ *         nothing is left there, and the handle serves on).
  */
 TALLY_API int tally_backup(tally *t, const char *dir);
 

@@ -204,9 +204,17 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		return rc;
 	rc = tally_backup(t, out);
 	tally_close(t);
+	if (rc == TALLY_ENOSPC) {
+		fprintf(stderr, "tally: backup of %s failed: no space left on "
+		        "the device of %s (nothing was left there; %s is "
+		        "unchanged)\n", dir, out, dir);
+		return CLI_ERR;
+	}
 	if (rc != TALLY_OK)
 		return offline_fail(dir, "backup failed (the parent of OUT "
-		                    "must exist and be writable)", rc);
+		                    "must exist and be writable, and neither "
+		                    "OUT nor OUT.tally-partial, which an "
+		                    "interrupted backup leaves, may exist)", rc);
 	report(ctx, dir, out, NULL);
 	return CLI_OK;
 }

@@ -1124,11 +1124,16 @@ static void backup_run(void *arg, rbuf *out)
 	else if (tally_stats_get(j->t, &st) == TALLY_OK &&
 	         st.store_error != TALLY_OK)
 		cmd_reply_tally_error(out, st.store_error);
+	else if (rc == TALLY_ENOSPC)
+		reply_errorf(out, "ERR backup to '%.200s' failed: no space "
+		             "left on its device (nothing was left there; "
+		             "the store serves on)", j->path);
 	else if (rc == TALLY_EIO)
 		reply_errorf(out, "ERR backup to '%.200s' failed: I/O error "
-		             "while writing the checkpoint (a disk full or "
-		             "failing, or the folder created meanwhile)",
-		             j->path);
+		             "while writing the checkpoint (a disk failing, "
+		             "the folder created meanwhile, or its "
+		             ".tally-partial folder left by an interrupted "
+		             "backup)", j->path);
 	else
 		cmd_reply_tally_error(out, rc);
 	free(j);

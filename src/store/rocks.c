@@ -2,7 +2,9 @@
  * their options (merge operator, filters, compression), loading the
  * schema and tokens, backups and closing. The write path is rocks_apply.c,
  * the queries rocks_read.c. */
+#define _GNU_SOURCE /* renameat2 */
 #include <assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -524,13 +526,49 @@ static int rocks_load(store *s, const store_loader *l)
 	return rc;
 }
 
+static int parent_sync(const char *path);
+
+/* Remove the folder of a backup that failed, and its files (a RocksDB
+ * checkpoint and the journal's copies: no sub-folder). */
+static void backup_discard(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char name[4096];
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (snprintf(name, sizeof name, "%s/%s", dir, e->d_name) <
+		    (int)sizeof name)
+			(void)unlink(name);
+	}
+	closedir(d);
+	(void)rmdir(dir);
+}
+
+/* The copy is made whole under a name of its own, then renamed: a
+ * failure (a disk full while the journal is copied) or a crash never
+ * leaves dir holding a part of the data that opens as if it were all. */
 static int rocks_backup(store *s, const char *dir)
 {
 	rocks *r = (rocks *)s;
+	char tmp[4096];
 	char *err = NULL;
-	rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(r->db, &err);
+	rocksdb_checkpoint_t *cp;
+	struct stat st;
 	int rc;
 
+	if (snprintf(tmp, sizeof tmp, "%s" ROCKS_BACKUP_PARTIAL, dir) >=
+	    (int)sizeof tmp)
+		return TALLY_EINVAL;
+	/* Neither is touched when there: the partial one may be of a backup
+	 * still running in another process. */
+	if (lstat(dir, &st) == 0 || lstat(tmp, &st) == 0)
+		return TALLY_EIO;
+	cp = rocksdb_checkpoint_object_create(r->db, &err);
 	if (err)
 		return rocks_err(err);
 	/* The journal files hold still from here on (the committer writes
@@ -538,11 +576,25 @@ static int rocks_backup(store *s, const char *dir)
 	 * up to the pause in the files plus every later one in RocksDB's. */
 	rocks_jfile_pause(r, 1);
 	/* log_size_for_flush 0: flush memtables so the copy is all in SSTs. */
-	rocksdb_checkpoint_create(cp, dir, 0, &err);
+	rocksdb_checkpoint_create(cp, tmp, 0, &err);
 	rocksdb_checkpoint_object_destroy(cp);
-	rc = err ? rocks_err(err) : rocks_jfile_copy(r, dir);
+	if (err) {
+		/* RocksDB removes what it made (and made nothing when tmp
+		 * came meanwhile, which is not ours to remove). */
+		rocks_jfile_pause(r, 0);
+		return rocks_err(err);
+	}
+	rc = rocks_jfile_copy(r, tmp);
 	rocks_jfile_pause(r, 0);
-	return rc;
+	if (rc == TALLY_OK &&
+	    renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) != 0)
+		rc = errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
+	if (rc != TALLY_OK) {
+		backup_discard(tmp);
+		return rc;
+	}
+	/* Whole from here: a failed sync leaves it, and says so. */
+	return parent_sync(dir);
 }
 
 static int rocks_compact(store *s)

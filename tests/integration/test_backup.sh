@@ -310,6 +310,48 @@ out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.all" 2>&1) || true
 assert_not_contains "the offline copy holds every acknowledged step" "$out" "FAIL"
 stop_and_check
 
+section "a backup that fails part-way leaves nothing"
+# The disk of the backup fills while the journal's records are copied (a
+# folder left by a crash still holds them): the copy, made under
+# OUT.tally-partial, is removed, and OUT never appears. OUT held the
+# records copied so far and opened as if it were the whole database.
+SHIM=$BUILD_DIR/faultfs.so
+if [ -f "$SHIM" ]; then
+	start_tallyd "$TMP/crashed"
+	redis-benchmark -p "$T_RESP" -a "$T_PASS" -c 4 -n 2000 -r 100000 \
+		TALLY.ADD article like 7 __rand_int__ >/dev/null 2>&1
+	want=$(rcli TALLY.COUNT article like 7)
+	assert_int_cmp "the folder a crash leaves holds likes" "$want" -ge 1900
+	kill9_tallyd
+	mkdir -p "$TMP/full"
+	echo "enospc-write .journal" >"$TMP/fault.ctl"
+	out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/full \
+		TALLY_FAULT_CTL=$TMP/fault.ctl \
+		timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) &&
+		rc=0 || rc=$?
+	assert_eq "tally backup onto a full disk: exit 1" "1" "$rc"
+	assert_contains "... says the disk of OUT is full" "$out" \
+		"no space left on the device of $TMP/full/b"
+	assert_eq "... and leaves neither OUT nor its partial folder" "" \
+		"$(ls -A "$TMP/full")"
+	echo off >"$TMP/fault.ctl"
+	out=$(timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) || true
+	assert_contains "once there is room, the same backup is written" "$out" \
+		"written to $TMP/full/b"
+	start_tallyd "$TMP/full/b"
+	assert_eq "... and holds every like" "$want" \
+		"$(rcli TALLY.COUNT article like 7)"
+	stop_and_check
+	mkdir "$TMP/full/c.tally-partial"
+	out=$(timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/c" 2>&1) &&
+		rc=0 || rc=$?
+	assert_eq "a partial folder left by a crash: exit 1" "1" "$rc"
+	assert_contains "... which the error names" "$out" "OUT.tally-partial"
+	assert_ok "... and is left as it was" test -d "$TMP/full/c.tally-partial"
+else
+	fail "faultfs.so is built at $SHIM"
+fi
+
 section "--backup-dir"
 BDIR=$TMP/backups
 mkdir -p "$BDIR" "$TMP/outside"
