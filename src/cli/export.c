@@ -265,11 +265,11 @@ int cmd_export(const cli_ctx *ctx, const cli_args *a)
 		rc = cli_arg_name("--ctype", x.ctype);
 	if (rc != CLI_OK)
 		return rc;
-	if (export_paths_make(a->pos[0], &p) != 0)
+	if (a->pos[0][0] == '\0' || export_paths_make(a->pos[0], &p) != 0)
 		return cli_usage_error(a->cmd, "OUT is not a usable path");
 	out_progress_init(&x.prog, "events scanned", OFFLINE_PROGRESS_EVERY,
 	                  cli_opt(a, "progress") != NULL);
-	rc = offline_open(dir, 0, NULL, &t, NULL);
+	rc = offline_open_scan(dir, &t);
 	if (rc == CLI_OK)
 		rc = offline_types(t, &types, &x.ntypes);
 	x.types = types;

@@ -273,7 +273,7 @@ int cmd_stats(const cli_ctx *ctx, const cli_args *a)
 	}
 	out_progress_init(&s.prog, "events scanned", OFFLINE_PROGRESS_EVERY,
 	                  cli_opt(a, "progress") != NULL);
-	rc = offline_open(v.dir, 0, NULL, &t, NULL);
+	rc = offline_open_scan(v.dir, &t);
 	if (rc == CLI_OK)
 		rc = stats_gather(t, v.dir, &v, &s, &types);
 	tally_close(t);

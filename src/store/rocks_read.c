@@ -103,6 +103,12 @@ int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
 
 		if (klen < 2 || k[0] != META_TOKEN)
 			break;
+		/* The open refuses a longer one; a key written since is
+		 * damage, and would not fit where the sweep goes on from. */
+		if (klen + 1 > sizeof r->sweep_key) {
+			rc = TALLY_ECORRUPT;
+			break;
+		}
 		seen++;
 		if (rocks_token_decode(v, vlen, &result, &expiry)) {
 			rc = TALLY_ECORRUPT;
@@ -111,7 +117,6 @@ int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
 		if (expiry <= now_ms)
 			rocksdb_writebatch_delete_cf(wb, r->cf[CF_META], k, klen);
 		/* Next time from the key after this one. */
-		assert(klen + 1 <= sizeof r->sweep_key);
 		memcpy(r->sweep_key, k, klen);
 		r->sweep_key[klen] = 0;
 		r->sweep_len = klen + 1;
