@@ -12,6 +12,7 @@
 #include "client.h"
 #include "json.h"
 #include "offline.h"
+#include "out.h"
 
 static void report(const cli_ctx *ctx, const char *dir, const char *out,
                    const char *server)
@@ -19,11 +20,16 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 	json_w w;
 
 	if (!ctx->json) {
+		char shown[PATH_MAX];
+
+		/* It may hold the server's --backup-dir: its bytes, made
+		 * safe for a terminal. */
+		out_safe(shown, sizeof shown, out, strlen(out));
 		if (server != NULL)
 			printf("backup of %s written to %s by tallyd at %s\n",
-			       dir, out, server);
+			       dir, shown, server);
 		else
-			printf("backup of %s written to %s\n", dir, out);
+			printf("backup of %s written to %s\n", dir, shown);
 		return;
 	}
 	json_start(&w, stdout);
@@ -121,10 +127,15 @@ static int same_server(client *c, const char *dir, char *backups,
 		return rc; /* said by client_call() */
 	if (found && strcmp(mine, served) == 0)
 		return CLI_OK;
-	if (found)
+	if (found) {
+		char shown[PATH_MAX];
+
+		/* The server's words: a terminal may act on its bytes. */
+		out_safe(shown, sizeof shown, served, strlen(served));
 		fprintf(stderr, "tally: the tallyd at %s serves %s, not %s: "
 		        "name the server holding %s with -h and -p\n",
-		        c->where, served, mine, dir);
+		        c->where, shown, mine, dir);
+	}
 	else
 		fprintf(stderr, "tally: the server at %s does not say which "
 		        "folder it serves: name the tallyd holding %s with "
@@ -192,16 +203,19 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 
 	if (rc != CLI_OK)
 		return rc;
-	if (lstat(out, &st) == 0) {
-		fprintf(stderr, "tally: %s exists: a backup is written into a "
-		        "new folder\n", out);
-		return CLI_ERR;
-	}
+	/* A bare name may go into the server's --backup-dir: it checks its
+	 * own target. */
 	rc = offline_open(dir, 0, NULL, &t, &busy);
 	if (busy)
 		return backup_remote(ctx, dir, out);
 	if (rc != CLI_OK)
 		return rc;
+	if (lstat(out, &st) == 0) {
+		tally_close(t);
+		fprintf(stderr, "tally: %s exists: a backup is written into a "
+		        "new folder\n", out);
+		return CLI_ERR;
+	}
 	rc = tally_backup(t, out);
 	tally_close(t);
 	if (rc == TALLY_ENOSPC) {

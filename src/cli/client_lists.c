@@ -168,7 +168,7 @@ static int page_args(const cli_args *a, page *p, char *lim, char *bef,
 	if (l != NULL)
 		rc = cli_arg_u64("--limit", l, 1, TALLY_PAGE_MAX, &v);
 	if (rc == CLI_OK && b != NULL)
-		rc = cli_arg_u64("--before", b, 0, UINT64_MAX, &before);
+		rc = cli_arg_u64("--before", b, 1, UINT64_MAX, &before);
 	if (rc != CLI_OK)
 		return rc;
 	p->limit = (size_t)v;

@@ -6,6 +6,10 @@
 
 #include "cli.h"
 
+/* The server's cap on one TALLY.MCOUNT (README): past it a usage error
+ * here, not a round trip for a refusal. */
+#define CLI_MCOUNT_MAX 1000
+
 #define EVENT_HELP \
 	"  CTYPE    content type name (article, video ...), 1..64 of\n" \
 	"           [A-Za-z0-9_.:-]; registered on first use\n" \
@@ -48,11 +52,11 @@ static const cli_cmd commands[] = {
 	  "the count of one object",
 	  "Sends TALLY.COUNT. With --at MS: the count as of that time (ms\n"
 	  "since the Unix epoch).\n" },
-	{ "mcount", cmd_mcount, 3, 2 + TALLY_MULTI_MAX, { NULL },
+	{ "mcount", cmd_mcount, 3, 2 + CLI_MCOUNT_MAX, { NULL },
 	  "CTYPE KTYPE CONTENT...",
 	  "the counts of many objects of one type",
-	  "Sends TALLY.MCOUNT and prints a CONTENT COUNT table (the server may\n"
-	  "limit how many contents one call takes).\n" },
+	  "Sends TALLY.MCOUNT and prints a CONTENT COUNT table; at most 1000\n"
+	  "contents, as the server takes.\n" },
 	{ "counts", cmd_counts, 2, 2, { NULL }, "CTYPE CONTENT",
 	  "every counting type's count of one object",
 	  "Sends TALLY.COUNTS and prints a KTYPE COUNT table, zero counts\n"
@@ -134,7 +138,8 @@ static const cli_cmd commands[] = {
 	  "Writes a consistent copy of DIR into the new folder OUT (which must\n"
 	  "not exist). If tallyd is running on DIR, asks the server at -h/-p to\n"
 	  "write it instead (TALLY.BACKUP, with OUT made absolute: the path is\n"
-	  "on the server's machine). The copy opens with --data OUT.\n" },
+	  "on the server's machine; a bare name goes into the server's\n"
+	  "--backup-dir when it has one). The copy opens with --data OUT.\n" },
 };
 
 #define COMMANDS_N (sizeof commands / sizeof commands[0])

@@ -156,6 +156,12 @@ t_usage_errors() {
 	run_status 2 "$TALLY" frobnicate
 	run_status 2 "$TALLY" add article like 1
 	run_status 2 "$TALLY" recent article like 1 --limit 0
+	# --before 0 meant no bound at all (the server's unset), not "older
+	# than event 0"; the server takes 1000 contents per MCOUNT.
+	run_status 2 "$TALLY" recent article like 1 --before 0
+	run_status 2 "$TALLY" mcount article like $(seq 1 1001)
+	run_status 2 "$TALLY" export --data d1 ""
+	[[ ! -e .types ]]
 	run_status 2 "$TALLY" import --data d --ctype article --window 0 x
 	run_status 2 "$TALLY" import --data d x         # --ctype missing
 	run_status 2 "$TALLY" stats                       # --data missing

@@ -384,6 +384,13 @@ out=$(cd "$TMP/outside" && timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup \
 assert_eq "tally backup with a bare name: exit 0" "0" "$rc"
 assert_contains "... says where it went" "$out" "written to $RBDIR/five"
 assert_eq "... and it is there" "yes" "$([ -f "$BDIR/five/CURRENT" ] && echo yes || echo no)"
+# A file of that name where tally runs is not the target: it was refused
+# as "six exists".
+mkdir -p "$TMP/cwd6" && : >"$TMP/cwd6/six"
+out=$(cd "$TMP/cwd6" && timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup \
+	--data "$TMP/data2" six 2>&1) && rc=0 || rc=$?
+assert_eq "a bare name beside a local file of that name: exit 0" "0" "$rc"
+assert_contains "... written into the folder" "$out" "written to $RBDIR/six"
 stop_and_check
 start_tallyd "$BDIR/one"
 assert_eq "a copy made there serves its data" "7" "$(rcli GET k)"
