@@ -268,8 +268,10 @@ int schema_ctype_ensure(tally *t, const char *name, uint16_t *id);
  * most every SCHEMA_REFRESH_MS), where another instance may have put it. */
 #define SCHEMA_REFRESH_MS 100
 int schema_ctype_read(tally *t, const char *name, uint16_t *id);
-/* Name of a content type id, copied into out (TALLY_NAME_MAX + 1). */
-void schema_ctype_name(tally *t, uint16_t id, char *out);
+/* Name of a content type id, copied into out (TALLY_NAME_MAX + 1):
+ * TALLY_OK, or TALLY_ECORRUPT for an id the schema never named (out
+ * empty): stored data naming it is damaged. */
+int schema_ctype_name(tally *t, uint16_t id, char *out);
 int schema_type_add(tally *t, const char *name, int mode);
 int schema_types(tally *t, tally_type_info *out, size_t cap, size_t *n);
 /* Validate a name's length and characters. */

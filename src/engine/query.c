@@ -313,7 +313,9 @@ int tally_history(tally *t, uint64_t member, const char *ktype, size_t limit,
 	 * hold names). */
 	for (size_t i = 0; rc == TALLY_OK && i < *n; i++)
 		if (ids[i] != 0)
-			schema_ctype_name(t, ids[i], out[i].ctype);
+			rc = schema_ctype_name(t, ids[i], out[i].ctype);
+	if (rc != TALLY_OK)
+		*n = 0;
 	return rc;
 }
 
@@ -363,8 +365,13 @@ static int scan_one(void *arg, const key_obj *o, uint64_t seq,
 
 	/* Names change rarely between neighbours: look them up on change. */
 	if (!c->named || o->ctype != c->ctype || o->ktype != c->ktype) {
-		schema_ctype_name(c->t, o->ctype, r->ctype);
+		/* A name the schema lacks is damage: an export would write
+		 * events no import can take. */
+		if (schema_ctype_name(c->t, o->ctype, r->ctype) != TALLY_OK)
+			return TALLY_ECORRUPT;
 		type_name_of(c->t, o->ktype, r->ktype, &r->mode);
+		if (r->ktype[0] == '\0')
+			return TALLY_ECORRUPT;
 		c->named = 1;
 		c->ctype = o->ctype;
 		c->ktype = o->ktype;

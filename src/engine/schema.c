@@ -344,7 +344,7 @@ int schema_ctype_read(tally *t, const char *name, uint16_t *id)
 	return rc;
 }
 
-void schema_ctype_name(tally *t, uint16_t id, char *out)
+int schema_ctype_name(tally *t, uint16_t id, char *out)
 {
 	pthread_rwlock_rdlock(&t->sch.lock);
 	if (id < t->sch.ctype_next_id)
@@ -352,6 +352,8 @@ void schema_ctype_name(tally *t, uint16_t id, char *out)
 	else
 		out[0] = '\0';
 	pthread_rwlock_unlock(&t->sch.lock);
+	/* Every id stored was given a name first (schema_ctype_ensure). */
+	return out[0] != '\0' ? TALLY_OK : TALLY_ECORRUPT;
 }
 
 int schema_type_add(tally *t, const char *name, int mode)

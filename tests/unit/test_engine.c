@@ -4021,6 +4021,42 @@ static void raw_close(raw_db *d)
 	rocksdb_options_destroy(d->o);
 }
 
+static int scan_counts(void *arg, const tally_event_rec *ev)
+{
+	(void)ev;
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+/* A content type id stored without its name (META damaged) is corruption
+ * where it is read back: HISTORY gave it an empty name, and the event scan
+ * (tally export) wrote such events as if they were whole. */
+static void test_unnamed_ctype_id_is_corrupt(void **state)
+{
+	struct fx *f = *state;
+	tally_event a = ev_of("article", "like", 1, 7);
+	tally_event v = ev_of("video", "like", 2, 7);
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	tally_history_entry h[4];
+	size_t n = 9, seen = 0;
+	char *err = NULL;
+	raw_db d;
+
+	add_ok(f->t, &a);
+	add_ok(f->t, &v);
+	tally_closep(&f->t);
+	raw_open(&d, f->db);
+	rocksdb_delete_cf(d.db, wo, d.h[CF_META], "cvideo", 6, &err);
+	assert_null(err);
+	raw_close(&d);
+	rocksdb_writeoptions_destroy(wo);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	CHECK_I64(count_of(f->t, "article", "like", 1), 1);
+	CHECK_RC(tally_history(f->t, 7, "like", 4, 0, h, &n), TALLY_ECORRUPT);
+	CHECK_U64(n, 0);
+	CHECK_RC(tally_events_scan(f->t, scan_counts, &seen), TALLY_ECORRUPT);
+}
+
 /* The object of the first log entry of an open raw folder: the ids of
  * the one object tally wrote there. */
 static void raw_first_log_obj(raw_db *d, key_obj *obj)
@@ -4770,6 +4806,7 @@ int main(void)
 	    T(test_membership_from_tables_decides_unique),
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
+	    T(test_unnamed_ctype_id_is_corrupt),
 	    T(test_format4_chunks_read_after_upgrade),
 	    T(test_overlapping_chunks_scanned_once),
 	    T(test_corrupt_value_fails_only_its_writes),
