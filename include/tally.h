@@ -57,6 +57,10 @@ extern "C" {
 #define TALLY_NAME_MAX 64
 /** Longest idempotency token in bytes (1..128, any bytes). */
 #define TALLY_ID_MAX 128
+/** What tally_backup() adds to its folder's name for the copy in the
+ *  making; a folder name leaves room for it (at most NAME_MAX less its
+ *  14 bytes). */
+#define TALLY_BACKUP_PARTIAL ".tally-partial"
 /** Most entries one tally_recent() or tally_history() call returns. */
 #define TALLY_PAGE_MAX 1000
 /** Most keys in one tally_mget() and most objects in one tally_mcount(). */
@@ -790,14 +794,16 @@ TALLY_API int tally_stats_get(tally *t, tally_stats *out);
 /**
  * Write a consistent copy of the database (a RocksDB checkpoint) into a new
  * folder, while the handle keeps serving. The copy opens with tally_open().
- * It is made in the folder dir + ".tally-partial", then renamed to dir, so
- * a failure (a disk full) or a crash never leaves dir with part of the data
- * in it: a failure removes the partial folder; a crash leaves it, to be
- * deleted by hand.
- * @param dir folder to create; must not exist, nor its partial folder.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (including dir or its
- *         partial folder exists); TALLY_ENOSPC (the disk of dir is full:
- *         nothing is left there, and the handle serves on).
+ * It is made in the folder dir + TALLY_BACKUP_PARTIAL, then renamed to
+ * dir, so a failure (a disk full) or a crash never leaves dir with part of
+ * the data in it: a failure removes the partial folder; a crash leaves it,
+ * to be deleted by hand.
+ * @param dir folder to create (trailing slashes ignored); must not exist,
+ *        nor its partial folder.
+ * @return TALLY_OK; TALLY_EINVAL (an empty path, or a folder name longer
+ *         than NAME_MAX less the suffix's length); TALLY_EIO (including
+ *         dir or its partial folder exists); TALLY_ENOSPC (the disk of dir
+ *         is full: nothing is left there, and the handle serves on).
  */
 TALLY_API int tally_backup(tally *t, const char *dir);
 

@@ -224,11 +224,23 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		        "unchanged)\n", dir, out, dir);
 		return CLI_ERR;
 	}
-	if (rc != TALLY_OK)
-		return offline_fail(dir, "backup failed (the parent of OUT "
-		                    "must exist and be writable, and neither "
-		                    "OUT nor OUT.tally-partial, which an "
-		                    "interrupted backup leaves, may exist)", rc);
+	if (rc == TALLY_EINVAL) {
+		fprintf(stderr, "tally: backup of %s failed: %s names no new "
+		        "folder, or one whose name is too long (at most %d "
+		        "bytes)\n", dir, out,
+		        (int)(NAME_MAX - (sizeof TALLY_BACKUP_PARTIAL - 1)));
+		return CLI_ERR;
+	}
+	if (rc != TALLY_OK) {
+		/* Not tally_strerror(): it speaks of the store's own disk,
+		 * which served the copy. */
+		fprintf(stderr, "tally: backup of %s failed: I/O error writing "
+		        "%s (the parent of OUT must exist and be writable, and "
+		        "neither OUT nor OUT" TALLY_BACKUP_PARTIAL ", which an "
+		        "interrupted backup leaves, may exist; %s is "
+		        "unchanged)\n", dir, out, dir);
+		return CLI_ERR;
+	}
 	report(ctx, dir, out, NULL);
 	return CLI_OK;
 }

@@ -89,9 +89,11 @@ int backup_target(const srv_config *cfg, const char *arg, size_t len,
 	if (name[0] == '\0' || !strcmp(name, ".") || !strcmp(name, ".."))
 		return fail(err, ecap, "ERR backup path '%.200s' names no new "
 		            "folder", out);
-	if (strlen(name) > NAME_MAX)
+	/* The copy is made under the name with a suffix (tally_backup). */
+	if (strlen(name) + sizeof TALLY_BACKUP_PARTIAL - 1 > NAME_MAX)
 		return fail(err, ecap, "ERR backup folder name is too long (at "
-		            "most %d bytes)", NAME_MAX);
+		            "most %d bytes)",
+		            (int)(NAME_MAX - (sizeof TALLY_BACKUP_PARTIAL - 1)));
 	if (cfg->backup_dir != NULL) {
 		char confined[SRV_BACKUP_PATH_MAX + 1];
 

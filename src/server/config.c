@@ -251,10 +251,13 @@ static int config_check(const srv_config *c)
 			        "empty\n");
 		return -1;
 	}
-	if (c->requirepass != NULL && !password_http_ok(c->requirepass)) {
+	/* RESP alone carries any bytes: only a served HTTP port needs it. */
+	if (c->requirepass != NULL && c->http_port != 0 &&
+	    !password_http_ok(c->requirepass)) {
 		fprintf(stderr, "tallyd: the password must not begin or end "
 		        "with a space or tab, nor hold a control character: "
-		        "an HTTP Authorization header cannot carry it\n");
+		        "an HTTP Authorization header cannot carry it (serve "
+		        "RESP alone with --http-port 0 to keep it)\n");
 		return -1;
 	}
 	return 0;

@@ -155,6 +155,8 @@ struct conn {
 	int more;                 /* in w->more: input left after its turn */
 	conn *more_prev, *more_next;
 	int lingering;            /* write side shut, draining input */
+	uint64_t linger_since_ms;
+	uint64_t linger_bytes;    /* drained while lingering */
 	uv_shutdown_t shut;
 	uint64_t last_active_ms;
 	size_t last_queued;        /* unsent(), at the last tick */
@@ -496,6 +498,16 @@ static void on_write(uv_write_t *req, int status)
 	conn_flush(c);
 }
 
+/* Close after the last reply without losing it: closing a socket with
+ * unread input makes the kernel send a reset, which can overtake the
+ * reply (an error answer to a bad request, most of all). So shut the
+ * write side down, drain input until the peer closes, and close at EOF,
+ * after LINGER_MS without input, or LINGER_TOTAL_MS or LINGER_BYTES_MAX
+ * in all (the worker's tick; as nginx's lingering close). */
+#define LINGER_MS 1000
+#define LINGER_TOTAL_MS 10000
+#define LINGER_BYTES_MAX (2u << 20)
+
 /* Input that arrives while lingering is dropped; EOF ends the linger. */
 static void on_alloc_discard(uv_handle_t *h, size_t want, uv_buf_t *buf)
 {
@@ -507,9 +519,21 @@ static void on_alloc_discard(uv_handle_t *h, size_t want, uv_buf_t *buf)
 
 static void on_read_discard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
+	conn *c = s->data;
+
 	(void)buf;
-	if (n < 0)
-		conn_close(s->data);
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	/* A client still sending (a body refused on its head) is drained
+	 * while bytes come, so that it reads its answer instead of a reset;
+	 * within bounds, since it no longer counts against maxclients. */
+	c->linger_bytes += (uint64_t)n;
+	if (c->linger_bytes > LINGER_BYTES_MAX)
+		conn_close(c);
+	else if (n > 0)
+		c->last_active_ms = now_ms(c->w);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -525,12 +549,6 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 	              on_read_discard);
 }
 
-/* Close after the last reply without losing it: closing a socket with
- * unread input makes the kernel send a reset, which can overtake the
- * reply (an error answer to a bad request, most of all). So shut the
- * write side down, drain input until the peer closes, and close at EOF or
- * after LINGER_MS (the worker's tick). */
-#define LINGER_MS 1000
 /* How long a shutdown waits for a client to read what it is sent. */
 #define SHUTDOWN_GRACE_MS 10000
 
@@ -546,7 +564,8 @@ static void conn_linger(conn *c)
 		atomic_fetch_sub(&c->w->s->clients, 1);
 		c->counted = 0;
 	}
-	c->last_active_ms = now_ms(c->w);
+	c->last_active_ms = c->linger_since_ms = now_ms(c->w);
+	c->linger_bytes = 0;
 	c->shut.data = c;
 	if (uv_shutdown(&c->shut, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
 		conn_close(c);
@@ -691,6 +710,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	stat_add(&c->w->st->bytes_in_total, (uint64_t)n);
 	c->last_active_ms = now_ms(c->w);
 	if (c->http) {
+		/* The first bytes of a request start its --http-timeout:
+		 * the keep-alive wait before them is over. Later bytes do
+		 * not restart it. */
+		if (!http_conn_midway(c->hc))
+			c->http_wait_ms = c->last_active_ms;
 		if (http_conn_feed(c->hc, buf->base, (size_t)n) != 0) {
 			http_process(c); /* answers the error and closes */
 			return;
@@ -969,21 +993,37 @@ static void http_reject(conn *c)
 	http_reply_close(c, status, msg);
 }
 
+/* Bytes the socket holds that tallyd has not read yet. */
+static int unread(conn *c)
+{
+	uv_os_fd_t fd;
+	int n = 0;
+
+	return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+	       ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* --http-timeout: a client gets that long from its connection or its last
- * answer to send a whole request, so one that trickles a request (a byte
- * now and then) cannot hold its place for ever; a client that has sent
- * nothing since is at the end of its keep-alive. Bytes received do not
- * reset the clock; output the client takes does (from the tick). */
+ * answer to begin a request (keep-alive), and that long from a request's
+ * first byte to send the whole of it, so one that trickles a request (a
+ * byte now and then) cannot hold its place for ever. Later bytes do not
+ * restart the clock; output the client takes does (from the tick). */
 static void http_deadline(conn *c, uint64_t now)
 {
 	uint32_t limit = c->w->s->cfg.http_timeout_s;
+	int midway;
 
 	if (limit == 0 || c->closed || c->lingering || c->owed > 0 ||
 	    c->pend != NULL || c->more || c->cl.close_after ||
 	    now - c->http_wait_ms <= (uint64_t)limit * 1000)
 		return;
+	midway = http_conn_midway(c->hc);
+	/* The tick runs before the loop reads: a request that came just
+	 * now is read first (its own time then starts), not cut off. */
+	if (!midway && c->out.len == 0 && !c->writing && unread(c))
+		return;
 	stat_add(&c->w->st->idle_closes_total, 1);
-	if (!http_conn_midway(c->hc) || c->out.len > 0 || c->writing) {
+	if (!midway || c->out.len > 0 || c->writing) {
 		conn_close(c);
 		return;
 	}
@@ -1530,7 +1570,8 @@ static void on_tick(uv_timer_t *tm)
 	for (conn *c = w->conns, *next; c != NULL; c = next) {
 		next = c->next;
 		if (c->lingering && !c->closed &&
-		    now_ms(w) - c->last_active_ms >= LINGER_MS)
+		    (now_ms(w) - c->last_active_ms >= LINGER_MS ||
+		     now_ms(w) - c->linger_since_ms >= LINGER_TOTAL_MS))
 			conn_close(c);
 		/* A client that stops reading would hold the shutdown for as
 		 * long as it likes: past the grace, what it left unread is

@@ -55,7 +55,9 @@ typedef struct rc_opx {
 	int32_t sum;         /* SUM group the result is computed from, or -1 */
 	uint32_t pos;        /* place among its ADD group's deltas */
 	int32_t cmd;         /* its own phase-1 command, or -1 */
-	int64_t d;           /* what it changed the sum by, once known */
+	int64_t d;           /* its change (its log entries' delta) */
+	int64_t bd;          /* what this batch changed the sum by: d, or 0
+	                        when an earlier request made the change */
 	int64_t after;       /* its ADD group's deltas after it (summed
 	                        groups: its value is the last one less this) */
 	uint8_t changed;
@@ -637,7 +639,8 @@ static int parse_member(store_op *op, rc_opx *x, const cluster_cmd *cmd)
 	/* Changed, even when saved: its log entries are written (their own
 	 * tokens keep them once), in case the first run stopped short. */
 	x->changed = *p == '1';
-	x->d = x->changed ? batch_delta(op->remove ? -1 : 1, cmd, saved) : 0;
+	x->d = x->changed ? (op->remove ? -1 : 1) : 0;
+	x->bd = batch_delta(x->d, cmd, saved);
 	return TALLY_OK;
 }
 
@@ -700,7 +703,8 @@ static int parse_phase1(rc_seg *s)
 			}
 			if (rc == TALLY_OK) {
 				x->changed = 1;
-				x->d = batch_delta(op_delta(op), cmd, saved);
+				x->d = op_delta(op);
+				x->bd = batch_delta(x->d, cmd, saved);
 			}
 		}
 		if (rc == TALLY_ECORRUPT) {
@@ -712,7 +716,7 @@ static int parse_phase1(rc_seg *s)
 			 * mend the value). */
 			op->err = TALLY_ECORRUPT;
 			x->changed = 0;
-			x->d = 0;
+			x->d = x->bd = 0;
 			continue;
 		}
 		if (rc != TALLY_OK)
@@ -866,7 +870,7 @@ static int phase2(rc_seg *s)
 			continue;
 		g = &s->g[s->x[i].sum];
 		op->result = g->sum;
-		g->sum -= s->x[i].d;
+		g->sum -= s->x[i].bd;
 	}
 	return rc;
 }

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -552,16 +553,43 @@ static void backup_discard(const char *dir)
 /* The copy is made whole under a name of its own, then renamed: a
  * failure (a disk full while the journal is copied) or a crash never
  * leaves dir holding a part of the data that opens as if it were all. */
-static int rocks_backup(store *s, const char *dir)
+/* Rename tmp to dir, never over an existing dir. File systems without
+ * RENAME_NOREPLACE (NFS, some FUSE ones) refuse the flag: a plain rename
+ * after a look then (a folder made in between could be replaced). */
+static int backup_rename(const char *tmp, const char *dir)
+{
+	struct stat st;
+
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) == 0)
+		return TALLY_OK;
+	if (errno == EINVAL && lstat(dir, &st) != 0 && errno == ENOENT &&
+	    rename(tmp, dir) == 0)
+		return TALLY_OK;
+	return errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
+}
+
+static int rocks_backup(store *s, const char *path)
 {
 	rocks *r = (rocks *)s;
-	char tmp[4096];
+	char dir[4096], tmp[4096];
 	char *err = NULL;
 	rocksdb_checkpoint_t *cp;
 	struct stat st;
+	const char *name;
+	size_t len = strlen(path);
 	int rc;
 
-	if (snprintf(tmp, sizeof tmp, "%s" ROCKS_BACKUP_PARTIAL, dir) >=
+	/* "out/" names the folder "out": the suffix goes after its name. */
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	if (len == 0 || len >= sizeof dir)
+		return TALLY_EINVAL;
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	name = strrchr(dir, '/');
+	name = name != NULL ? name + 1 : dir;
+	if (strlen(name) + sizeof TALLY_BACKUP_PARTIAL - 1 > NAME_MAX ||
+	    snprintf(tmp, sizeof tmp, "%s" TALLY_BACKUP_PARTIAL, dir) >=
 	    (int)sizeof tmp)
 		return TALLY_EINVAL;
 	/* Neither is touched when there: the partial one may be of a backup
@@ -580,15 +608,16 @@ static int rocks_backup(store *s, const char *dir)
 	rocksdb_checkpoint_object_destroy(cp);
 	if (err) {
 		/* RocksDB removes what it made (and made nothing when tmp
-		 * came meanwhile, which is not ours to remove). */
+		 * came meanwhile, which is not ours to remove). A full disk
+		 * is told apart: on another file system every table file is
+		 * copied, so that is where it fills. */
 		rocks_jfile_pause(r, 0);
-		return rocks_err(err);
+		return rocks_write_err(err);
 	}
 	rc = rocks_jfile_copy(r, tmp);
 	rocks_jfile_pause(r, 0);
-	if (rc == TALLY_OK &&
-	    renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) != 0)
-		rc = errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
+	if (rc == TALLY_OK)
+		rc = backup_rename(tmp, dir);
 	if (rc != TALLY_OK) {
 		backup_discard(tmp);
 		return rc;

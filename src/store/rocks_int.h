@@ -51,9 +51,6 @@ enum rocks_cf {
  * leaves files it does not know alone), record header size. */
 #define ROCKS_JF_NAME "tally-counters-%d.journal"
 #define ROCKS_JF_FILES 2
-/* A backup is made under its folder's name with this added, then renamed
- * (rocks_backup). */
-#define ROCKS_BACKUP_PARTIAL ".tally-partial"
 #define ROCKS_JF_HDR 24
 /* rocks_jfile_append(): no room or paused; write the record to RocksDB. */
 #define ROCKS_JF_FULL 1

@@ -523,7 +523,11 @@ time.sleep(30)' d1/LOCK >locker.out &
 # of them as an object (27 for 9), export each as a content type (18).
 t_stats_after_crash() {
 	local pid port
-	port=$((20000 + RANDOM % 10000))
+	# A port no socket uses (bound, then given back to be listened on).
+	port=$(python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 	"$(dirname "$TALLY")/tallyd" --data dk --bind 127.0.0.1 \
 		--resp-port "$port" --http-port 0 --log-level error >tallyd.log 2>&1 &
 	pid=$!

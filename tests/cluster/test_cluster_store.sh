@@ -230,6 +230,23 @@ assert_eq "... with a like and a remove that changes nothing before it" \
 assert_eq "and the counts are those" "2 2" \
 	"$(redis-cli -p "$A_RESP" tally.count article like 60) $(redis-cli -p "$A_RESP" tally.count article like 61)"
 
+# A retry answered from a token whose first run stopped short of its
+# log entries (their tokens gone here) writes them as the change they
+# are: an add, not the batch's no-change (they were written as removes).
+redis-cli -p "$A_RESP" tally.add article view 72 42 delta 3 id rv-1 >/dev/null
+redis-cli -p "$A_RESP" tally.add article like 73 42 id rv-2 >/dev/null
+for p in $(cluster_masters); do
+	for k in $(ccli "$p" --scan --pattern 't:i[rh]:*rv-[12]'); do
+		ccli "$p" del "$k" >/dev/null
+	done
+done
+assert_eq "the retry on B answers the first result" "3 1" \
+	"$(redis-cli -p "$B_RESP" tally.add article view 72 42 delta 3 id rv-1) $(redis-cli -p "$B_RESP" tally.add article like 73 42 id rv-2)"
+assert_eq "... and its recent entries are adds" "add add add add" \
+	"$(redis-cli -p "$B_RESP" tally.recent article view 72 | sed -n '3p;7p' | paste -sd' ') $(redis-cli -p "$B_RESP" tally.recent article like 73 | sed -n '3p;7p' | paste -sd' ')"
+assert_eq "... and so are its history entries" "0" \
+	"$(redis-cli -p "$B_RESP" tally.history 42 view | grep -c remove || true)"
+
 section "content types another instance created"
 # A and B run; each creates a content type the other has not seen. B's
 # first content type after start takes the same id as A's new one: the

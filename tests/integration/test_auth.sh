@@ -177,6 +177,25 @@ except socket.timeout:
 ZZ
 assert_eq "a body announced without the token: 401 before it is sent" \
 	"HTTP/1.1 401 Unauthorized" "$(cat "$TMP/body401.out")"
+# A client that sends its whole body anyway (as most do, not reading
+# before they are done) over more than a second still reads its 401: the
+# connection is drained while the body comes, not reset after a second.
+python3 - "$T_HTTP" <<'ZZ' >"$TMP/slow401.out" 2>&1 || true
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+try:
+    s.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Length: 1048576\r\n\r\n")
+    for i in range(16):
+        s.sendall(b" " * 65536)
+        time.sleep(0.15)
+    s.settimeout(5)
+    print(s.recv(4096).split(b"\r\n")[0].decode() or "closed")
+except OSError as e:
+    print("error:", e)
+ZZ
+assert_eq "a body sent whole over 2.4 s without the token: its 401 is read" \
+	"HTTP/1.1 401 Unauthorized" "$(cat "$TMP/slow401.out")"
 assert_eq "/metrics needs the token" "401" "$(code_of "$URL/metrics")"
 assert_eq "unknown paths need the token too (they would tell routes)" "401" \
 	"$(code_of "$URL/v1/nothing")"
@@ -307,6 +326,24 @@ refused "a password beginning with a tab" "must not begin or end" \
 	--requirepass "$(printf '\tpw')"
 refused "a password holding a line feed" "nor hold a control character" \
 	--requirepass "$(printf 'p\nw')"
+# RESP alone carries any bytes: such a password serves with --http-port 0.
+rport=$(pick_port)
+"$TALLYD" --data "$TMP/respalone" --resp-port "$rport" --http-port 0 \
+	--requirepass "pw " --log-level error >"$TMP/respalone.log" 2>&1 &
+rpid=$!
+TALLYD_PIDS+=("$rpid")
+got=""
+for _ in $(seq 100); do
+	got=$(redis-cli -p "$rport" -a "pw " --no-auth-warning ping 2>/dev/null) || true
+	[ "$got" == PONG ] && break
+	sleep 0.1
+done
+assert_eq "with --http-port 0, a password ending with a space serves RESP" \
+	"PONG" "$got"
+kill -TERM "$rpid"
+wait "$rpid" && rc=0 || rc=$?
+_forget_pid "$rpid"
+assert_eq "... and that tallyd exits 0" "0" "$rc"
 refused "--requirepass and --requirepass-file" "not both" \
 	--requirepass x --requirepass-file "$PWFILE"
 refused "--requirepass-file of a missing file" "No such file" \

@@ -334,10 +334,21 @@ if [ -f "$SHIM" ]; then
 		"no space left on the device of $TMP/full/b"
 	assert_eq "... and leaves neither OUT nor its partial folder" "" \
 		"$(ls -A "$TMP/full")"
+	# Full while RocksDB copies its own files (a backup onto another
+	# file system copies every table file): the same answer.
+	echo "enospc-write" >"$TMP/fault.ctl"
+	out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/full \
+		TALLY_FAULT_CTL=$TMP/fault.ctl \
+		timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) &&
+		rc=0 || rc=$?
+	assert_eq "full while the checkpoint is written: exit 1" "1" "$rc"
+	assert_contains "... says the disk of OUT is full" "$out" \
+		"no space left on the device of $TMP/full/b"
+	assert_eq "... and leaves nothing" "" "$(ls -A "$TMP/full")"
 	echo off >"$TMP/fault.ctl"
-	out=$(timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) || true
-	assert_contains "once there is room, the same backup is written" "$out" \
-		"written to $TMP/full/b"
+	out=$(timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b/" 2>&1) || true
+	assert_contains "once there is room, the same backup is written (OUT/ names OUT)" \
+		"$out" "written to $TMP/full/b"
 	start_tallyd "$TMP/full/b"
 	assert_eq "... and holds every like" "$want" \
 		"$(rcli TALLY.COUNT article like 7)"

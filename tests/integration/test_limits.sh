@@ -386,13 +386,15 @@ assert_match "a 5 MB reply read over more than the timeout arrives whole" \
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
 stop_and_check
 
-section "--http-timeout 2"
-# An HTTP client gets 2 s from its connection or its last answer to send a
-# whole request: one trickling a request a byte at a time is answered 408
-# and closed (it held its place for as long as it kept trickling); one
-# idle after an answer is closed (keep-alive's end); one sending a request
-# a second is served throughout; a RESP client is not concerned.
-start_tallyd "$TMP/httpto" --http-timeout 2
+section "--http-timeout 3"
+# An HTTP client gets 3 s from its connection or its last answer to begin
+# a request, and 3 s from a request's first byte to send all of it: one
+# trickling a request a byte at a time is answered 408 and closed (it held
+# its place for as long as it kept trickling); one idle after an answer is
+# closed (keep-alive's end); one that waits 2 s, then sends a request over
+# 1.5 s, is served (the wait did not count against the request); one
+# sending a request a second is served throughout; RESP is not concerned.
+start_tallyd "$TMP/httpto" --http-timeout 3
 python3 - "$T_HTTP" "$T_RESP" <<'ZZ' >"$TMP/httpto.out" 2>&1 || true
 import socket, sys, threading, time
 http, resp = int(sys.argv[1]), int(sys.argv[2])
@@ -413,33 +415,59 @@ def read_all(s, limit):
         return data, "closed"
 
 def trickle():
+    # When the answer comes is what counts: tallyd then drains what the
+    # client still sends (lingering), so its sends go on succeeding.
     s = socket.create_connection(("127.0.0.1", http))
     t0 = time.time()
-    req = b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * 40
+    req = b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\nX-Pad: " + b"p" * 60
+    data, at = b"", None
     for ch in req:
         try:
             s.send(bytes([ch]))
         except OSError:
             break
         time.sleep(0.25)
-        if time.time() - t0 > 8:
+        try:
+            got = s.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            got = None
+        except OSError:
+            got = b""
+        if got:
+            data, at = got, time.time() - t0
             break
-    data, state = read_all(s, 3)
-    out["trickle"] = "%s %s %.0f" % (data.split(b"\r\n")[0].decode(),
-                                     state, time.time() - t0)
+        if got == b"" or time.time() - t0 > 12:
+            break
+    rest, state = read_all(s, 12)
+    out["trickle"] = "%s %s %s" % ((data + rest).split(b"\r\n")[0].decode(),
+                                   state, "%.0f" % at if at else "never")
 
 def idle_after_answer():
     s = socket.create_connection(("127.0.0.1", http))
     t0 = time.time()
     s.sendall(b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\n\r\n")
-    data, state = read_all(s, 6)
+    data, state = read_all(s, 9)
     out["idle"] = "%d %s %.0f" % (data.count(b"HTTP/1.1 "), state,
                                   time.time() - t0)
+
+def pause_then_slow_request():
+    s = socket.create_connection(("127.0.0.1", http))
+    s.sendall(b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\n\r\n")
+    s.settimeout(5)
+    first = s.recv(4096)
+    time.sleep(2)
+    s.sendall(b"POST /v1/counters/slow/incr HTTP/1.1\r\nHost: a\r\n"
+              b"Content-Length: 8\r\n\r\n")
+    time.sleep(1.5)
+    s.sendall(b'{"by":2}')
+    data, state = read_all(s, 3)
+    out["pause"] = "%s %s" % (first.split(b"\r\n")[0].decode(),
+                              data.split(b"\r\n")[0].decode())
 
 def steady():
     s = socket.create_connection(("127.0.0.1", http))
     n = 0
-    for i in range(5):
+    for i in range(6):
         s.sendall(b"GET /v1/counters/x HTTP/1.1\r\nHost: a\r\n\r\n")
         s.settimeout(3)
         try:
@@ -452,12 +480,13 @@ def steady():
 
 def resp_idle():
     s = socket.create_connection(("127.0.0.1", resp))
-    time.sleep(4.5)
+    time.sleep(6)
     s.sendall(b"PING\r\n")
     s.settimeout(3)
     out["resp"] = s.recv(64).decode().strip()
 
 ts = [threading.Thread(target=f) for f in (trickle, idle_after_answer,
+                                             pause_then_slow_request,
                                              steady, resp_idle)]
 for t in ts:
     t.start()
@@ -467,14 +496,17 @@ for k in sorted(out):
     print(k, out[k])
 ZZ
 say "$(cat "$TMP/httpto.out")"
-assert_match "a request trickled past 2 s: 408, closed, within 2 to 5 s" \
-	'^trickle HTTP/1.1 408 Request Timeout closed [2-5]$' \
+assert_match "a request trickled past 3 s: 408 within 3 to 8 s, then closed" \
+	'^trickle HTTP/1.1 408 Request Timeout closed [3-8]$' \
 	"$(grep '^trickle' "$TMP/httpto.out")"
-assert_match "a keep-alive client idle after its answer: closed, within 2 to 5 s" \
-	'^idle 1 closed [2-5]$' "$(grep '^idle' "$TMP/httpto.out")"
-assert_eq "a client sending a request every second: all 5 answered" \
-	"steady 5" "$(grep '^steady' "$TMP/httpto.out")"
-assert_eq "a RESP client idle for 4.5 s is still served" \
+assert_match "a keep-alive client idle after its answer: closed, within 3 to 8 s" \
+	'^idle 1 closed [3-8]$' "$(grep '^idle' "$TMP/httpto.out")"
+assert_eq "a request begun after 2 s of keep-alive, sent over 1.5 s: served" \
+	"pause HTTP/1.1 404 Not Found HTTP/1.1 200 OK" \
+	"$(grep '^pause' "$TMP/httpto.out")"
+assert_eq "a client sending a request every second: all 6 answered" \
+	"steady 6" "$(grep '^steady' "$TMP/httpto.out")"
+assert_eq "a RESP client idle for 6 s is still served" \
 	"resp +PONG" "$(grep '^resp' "$TMP/httpto.out")"
 assert_eq "new HTTP clients are served" "404" \
 	"$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$T_HTTP/v1/counters/x")"
