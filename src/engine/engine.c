@@ -135,6 +135,18 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 		assert(ops[i].key_len <= TALLY_KEY_MAX &&
 		       ops[i].token_len <= TALLY_ID_MAX);
 		e->op = ops[i];
+		/* An event's default time is taken here, in queue order,
+		 * which is commit order, and never below the one before (a
+		 * clock stepped back): count-at-time is exact for them. It
+		 * was taken before the wait for room, after which writers
+		 * wake in any order. */
+		if (e->op.kind == STORE_OP_EVENT && e->op.at_ms == 0) {
+			int64_t now = eng_now_ms();
+
+			if (now < t->last_at_ms)
+				now = t->last_at_ms;
+			e->op.at_ms = t->last_at_ms = now;
+		}
 		e->cb = cb;
 		e->arg = arg;
 		e->group_pos = (uint32_t)i;
@@ -468,7 +480,7 @@ static void work_wait(tally *t, int *stop)
 		if (now >= due)
 			break;
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t wait = due - now;
 		ts.tv_sec += (time_t)(wait / 1000000000u);
 		ts.tv_nsec += (long)(wait % 1000000000u);
@@ -772,14 +784,52 @@ static int options_apply(const tally_options *in, tally_options *o)
 	return TALLY_OK;
 }
 
+/* For a lock no thread takes twice for reading (a waiting writer would
+ * then block the second take: a deadlock). */
+static int rwlock_init_writer_first(pthread_rwlock_t *l)
+{
+	pthread_rwlockattr_t a;
+	int rc;
+
+	if (pthread_rwlockattr_init(&a) != 0)
+		return -1;
+#ifdef __GLIBC__
+	/* glibc lets new readers past a waiting writer by default: a
+	 * stream of reads held the committer (and every write behind it)
+	 * for seconds. */
+	pthread_rwlockattr_setkind_np(&a,
+	        PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+	rc = pthread_rwlock_init(l, &a);
+	pthread_rwlockattr_destroy(&a);
+	return rc;
+}
+
+/* The committer's timed wait runs on the monotonic clock: on the wall
+ * clock, a step back by X delayed the flush (and the poll, and the
+ * recovery's retry) by X. */
+static int cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+	int rc;
+
+	if (pthread_condattr_init(&a) != 0)
+		return -1;
+	rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+	return rc;
+}
+
 static int sync_init(tally *t)
 {
 	if (pthread_mutex_init(&t->qlock, NULL) ||
 	    pthread_mutex_init(&t->commit_lock, NULL) ||
 	    pthread_cond_init(&t->not_full, NULL) ||
-	    pthread_cond_init(&t->not_empty, NULL) ||
+	    cond_init_monotonic(&t->not_empty) ||
 	    pthread_cond_init(&t->synced, NULL) ||
-	    pthread_rwlock_init(&t->fold_lock, NULL) ||
+	    rwlock_init_writer_first(&t->fold_lock) ||
 	    pthread_rwlock_init(&t->st_lock, NULL))
 		return TALLY_ENOMEM;
 	return TALLY_OK;
@@ -1129,7 +1179,7 @@ static int event_prepare(tally *t, const tally_event *ev, int remove,
 		.obj = { ctype, ktype, ev->content },
 		.member = ev->member,
 		.delta = ev->delta ? ev->delta : 1,
-		.at_ms = ev->at_ms ? ev->at_ms : eng_now_ms(),
+		.at_ms = ev->at_ms, /* 0: stamped at enqueue_group() */
 	};
 	return TALLY_OK;
 }

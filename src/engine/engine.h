@@ -172,6 +172,8 @@ struct tally {
 	int fail_err;                /* ... with this TALLY_EIO/ENOSPC */
 	uint64_t sync_req, sync_done;
 	int sync_err;
+	int64_t last_at_ms;          /* the last default event time given
+	                                (under qlock) */
 
 	/* Caller commits (TALLY_OPEN_CALLER_COMMITS): a write queued with
 	 * tally_write_async() does not wake the committer thread; its caller

@@ -696,6 +696,87 @@ static void test_idempotent_add_retry_returns_first_result(void **state)
 	CHECK_I64(count_of(f->t, "article", "view", 2), 2);
 }
 
+/* Default event times follow commit order even when writers wait for
+ * room in a small queue (they wake in any order): the time was taken
+ * before the wait, so later seqs got earlier times and count-at-time was
+ * off by hundreds. */
+#define ORDER_THREADS 6
+#define ORDER_ADDS 1500
+
+static atomic_int times_done;
+
+static void deftime_cb(void *arg, int err, int64_t result)
+{
+	(void)arg, (void)result;
+	if (err == TALLY_OK)
+		atomic_fetch_add(&times_done, 1);
+}
+
+/* Writes not waited for: more than the queue holds, so writers wait for
+ * room. */
+static void *order_main(void *arg)
+{
+	tally *t = arg;
+	tally_write w;
+
+	memset(&w, 0, sizeof w);
+	w.kind = TALLY_W_ADD;
+	w.event = ev_of("article", "view", 77, 0);
+	for (int i = 0; i < ORDER_ADDS; i++)
+		if (tally_write_async(t, &w, deftime_cb, NULL) != TALLY_OK)
+			return (void *)1;
+	return NULL;
+}
+
+typedef struct order_scan {
+	int64_t last_at;
+	uint64_t last_seq, events, backwards;
+} order_scan;
+
+static int order_visit(void *arg, const tally_event_rec *ev)
+{
+	order_scan *o = arg;
+
+	if (ev->content != 77)
+		return 0;
+	if (o->events > 0 && (ev->seq <= o->last_seq || ev->at_ms < o->last_at))
+		o->backwards++;
+	o->last_seq = ev->seq;
+	o->last_at = ev->at_ms;
+	o->events++;
+	return 0;
+}
+
+static void test_default_times_follow_commit_order(void **state)
+{
+	struct fx *f = *state;
+	pthread_t tids[ORDER_THREADS];
+	order_scan o = { 0 };
+
+	tally_closep(&f->t);
+	f->opts.queue_ops_max = 16;
+	f->opts.batch_ops_max = 16;
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	atomic_store(&times_done, 0);
+	for (int i = 0; i < ORDER_THREADS; i++)
+		assert_int_equal(pthread_create(&tids[i], NULL, order_main,
+		                                f->t), 0);
+	for (int i = 0; i < ORDER_THREADS; i++) {
+		void *res;
+
+		assert_int_equal(pthread_join(tids[i], &res), 0);
+		assert_null(res);
+	}
+	CHECK_OK(tally_sync(f->t));
+	for (int i = 0; i < 6000 &&
+	     atomic_load(&times_done) < ORDER_THREADS * ORDER_ADDS; i++)
+		usleep(10000);
+	CHECK_I64(atomic_load(&times_done), ORDER_THREADS * ORDER_ADDS);
+	CHECK_OK(tally_events_scan(f->t, order_visit, &o));
+	CHECK_U64(o.events, ORDER_THREADS * ORDER_ADDS);
+	CHECK_U64(o.backwards, 0);
+}
+
 /* tally_write's token for an event: its id, or the event's own when it
  * has none (the way tally_add() takes it; it was dropped); two that
  * differ are refused. */
@@ -4782,6 +4863,7 @@ int main(void)
 	    T(test_mget_missing_key_found_zero),
 	    T(test_idempotent_add_retry_returns_first_result),
 	    T(test_write_takes_the_event_id),
+	    T(test_default_times_follow_commit_order),
 	    T(test_idempotent_incrby_retry_returns_first_result),
 	    T(test_idempotency_token_survives_reopen),
 	    T(test_tokens_past_memory_answered_from_store),
