@@ -129,7 +129,9 @@ enum tally_durability {
 	TALLY_DURABILITY_SYNC = 0,
 	/** Acknowledge after the in-memory apply; fsync every flush_interval_ms.
 	 *  A crash of the machine (not of the process) can lose the writes of
-	 *  the last interval. */
+	 *  the last interval; tally_counter_add()'s adds wait in memory until
+	 *  the interval's fold, so a crash of the process can lose those too
+	 *  (and a store failure during that fold: see docs/RELIABILITY.md). */
 	TALLY_DURABILITY_ASYNC = 1
 };
 
