@@ -324,27 +324,20 @@ if [ -f "$SHIM" ]; then
 	assert_int_cmp "the folder a crash leaves holds likes" "$want" -ge 1900
 	kill9_tallyd
 	mkdir -p "$TMP/full"
-	echo "enospc-write .journal" >"$TMP/fault.ctl"
-	out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/full \
-		TALLY_FAULT_CTL=$TMP/fault.ctl \
-		timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) &&
-		rc=0 || rc=$?
-	assert_eq "tally backup onto a full disk: exit 1" "1" "$rc"
-	assert_contains "... says the disk of OUT is full" "$out" \
-		"no space left on the device of $TMP/full/b"
-	assert_eq "... and leaves neither OUT nor its partial folder" "" \
-		"$(ls -A "$TMP/full")"
-	# Full while RocksDB copies its own files (a backup onto another
-	# file system copies every table file): the same answer.
-	echo "enospc-write" >"$TMP/fault.ctl"
-	out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/full \
-		TALLY_FAULT_CTL=$TMP/fault.ctl \
-		timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) &&
-		rc=0 || rc=$?
-	assert_eq "full while the checkpoint is written: exit 1" "1" "$rc"
-	assert_contains "... says the disk of OUT is full" "$out" \
-		"no space left on the device of $TMP/full/b"
-	assert_eq "... and leaves nothing" "" "$(ls -A "$TMP/full")"
+	# Full while the journal is copied, then while RocksDB copies its own
+	# files (a backup onto another file system copies every table file).
+	for mode in "enospc-write .journal" "enospc-write"; do
+		echo "$mode" >"$TMP/fault.ctl"
+		out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/full \
+			TALLY_FAULT_CTL=$TMP/fault.ctl timeout 120 "$CLI" \
+			backup --data "$TMP/crashed" "$TMP/full/b" 2>&1) &&
+			rc=0 || rc=$?
+		assert_eq "tally backup onto a full disk ($mode): exit 1" "1" "$rc"
+		assert_contains "... says the disk of OUT is full" "$out" \
+			"no space left on the device of $TMP/full/b"
+		assert_eq "... and leaves neither OUT nor its partial folder" "" \
+			"$(ls -A "$TMP/full")"
+	done
 	echo off >"$TMP/fault.ctl"
 	out=$(timeout 120 "$CLI" backup --data "$TMP/crashed" "$TMP/full/b/" 2>&1) || true
 	assert_contains "once there is room, the same backup is written (OUT/ names OUT)" \
