@@ -231,7 +231,7 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		        (int)(NAME_MAX - (sizeof TALLY_BACKUP_PARTIAL - 1)));
 		return CLI_ERR;
 	}
-	if (rc != TALLY_OK) {
+	if (rc == TALLY_EIO) {
 		/* Not tally_strerror(): it speaks of the store's own disk,
 		 * which served the copy. */
 		fprintf(stderr, "tally: backup of %s failed: I/O error writing "
@@ -241,6 +241,8 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		        "unchanged)\n", dir, out, dir);
 		return CLI_ERR;
 	}
+	if (rc != TALLY_OK)
+		return offline_fail(dir, "backup failed", rc);
 	report(ctx, dir, out, NULL);
 	return CLI_OK;
 }

@@ -85,6 +85,7 @@ typedef struct worker {
 	int resp_on, http_on;
 	int accept_paused;        /* out of descriptors: resumed by the tick */
 	int refused_open;         /* refused connections lingering (refuse()) */
+	int lingering_open;       /* connections lingering (conn_linger()) */
 	int place_next;           /* where the search for the fewest starts */
 	/* Connections given to it and not yet freed, those still in its
 	 * inbox included: it exits at shutdown once this is 0. */
@@ -462,6 +463,8 @@ static void conn_free(conn *c)
 		atomic_fetch_sub(&w->s->clients, 1);
 	if (c->refused)
 		w->refused_open--;
+	if (c->lingering)
+		w->lingering_open--;
 	free(c);
 	atomic_fetch_sub(&w->placed, 1);
 }
@@ -507,6 +510,9 @@ static void on_write(uv_write_t *req, int status)
 #define LINGER_MS 1000
 #define LINGER_TOTAL_MS 10000
 #define LINGER_BYTES_MAX (2u << 20)
+/* Lingering connections count against no limit: past this many on one
+ * I/O thread, input no longer extends a linger past LINGER_MS. */
+#define LINGER_EXTEND_MAX 64
 
 /* Input that arrives while lingering is dropped; EOF ends the linger. */
 static void on_alloc_discard(uv_handle_t *h, size_t want, uv_buf_t *buf)
@@ -532,7 +538,7 @@ static void on_read_discard(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	c->linger_bytes += (uint64_t)n;
 	if (c->linger_bytes > LINGER_BYTES_MAX)
 		conn_close(c);
-	else if (n > 0)
+	else if (n > 0 && c->w->lingering_open <= LINGER_EXTEND_MAX)
 		c->last_active_ms = now_ms(c->w);
 }
 
@@ -557,6 +563,7 @@ static void conn_linger(conn *c)
 	if (c->lingering || c->closed)
 		return;
 	c->lingering = 1;
+	c->w->lingering_open++;
 	c->reading = 0;
 	/* Leaving (QUIT, an error, a refusal): its place goes to the next
 	 * client now, not when the peer closes or LINGER_MS is over. */
@@ -710,15 +717,19 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	stat_add(&c->w->st->bytes_in_total, (uint64_t)n);
 	c->last_active_ms = now_ms(c->w);
 	if (c->http) {
-		/* The first bytes of a request start its --http-timeout:
-		 * the keep-alive wait before them is over. Later bytes do
-		 * not restart it. */
-		if (!http_conn_midway(c->hc))
-			c->http_wait_ms = c->last_active_ms;
+		int waiting = !http_conn_midway(c->hc);
+
 		if (http_conn_feed(c->hc, buf->base, (size_t)n) != 0) {
 			http_process(c); /* answers the error and closes */
 			return;
 		}
+		/* The first bytes of a request start its --http-timeout:
+		 * the keep-alive wait before them is over. Later bytes do
+		 * not restart it, nor do the blank lines the parser skips
+		 * before a request (they would, every S seconds, hold the
+		 * connection for ever). */
+		if (waiting && http_conn_midway(c->hc))
+			c->http_wait_ms = c->last_active_ms;
 		http_process(c);
 		return;
 	}

@@ -562,8 +562,10 @@ static int backup_rename(const char *tmp, const char *dir)
 
 	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_NOREPLACE) == 0)
 		return TALLY_OK;
-	if (errno == EINVAL && lstat(dir, &st) != 0 && errno == ENOENT &&
-	    rename(tmp, dir) == 0)
+	/* EINVAL: the flag; ENOSYS, EPERM: the call itself (an old kernel,
+	 * a container's seccomp filter). */
+	if ((errno == EINVAL || errno == ENOSYS || errno == EPERM) &&
+	    lstat(dir, &st) != 0 && errno == ENOENT && rename(tmp, dir) == 0)
 		return TALLY_OK;
 	return errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
 }
@@ -609,10 +611,18 @@ static int rocks_backup(store *s, const char *path)
 	if (err) {
 		/* RocksDB removes what it made (and made nothing when tmp
 		 * came meanwhile, which is not ours to remove). A full disk
-		 * is told apart: on another file system every table file is
-		 * copied, so that is where it fills. */
+		 * is told apart when it is the copy's (on another file system
+		 * every table file is copied): the message names the file.
+		 * The store's own disk filling (the flush before the copy)
+		 * is the store's error. */
+		rc = strstr(err, "No space left") != NULL &&
+		     strstr(err, tmp) != NULL ? TALLY_ENOSPC : TALLY_OK;
 		rocks_jfile_pause(r, 0);
-		return rocks_write_err(err);
+		if (rc == TALLY_ENOSPC) {
+			rocksdb_free(err);
+			return rc;
+		}
+		return rocks_err(err);
 	}
 	rc = rocks_jfile_copy(r, tmp);
 	rocks_jfile_pause(r, 0);

@@ -464,6 +464,26 @@ def pause_then_slow_request():
     out["pause"] = "%s %s" % (first.split(b"\r\n")[0].decode(),
                               data.split(b"\r\n")[0].decode())
 
+def blank_lines():
+    # Blank lines before a request are skipped by the parser: they begin
+    # nothing, and must not restart the time (they held a connection for
+    # as long as they kept coming).
+    s = socket.create_connection(("127.0.0.1", http))
+    t0, at = time.time(), None
+    while time.time() - t0 < 10:
+        try:
+            s.send(b"\r\n")
+            time.sleep(1)
+            if s.recv(64, socket.MSG_DONTWAIT) == b"":
+                at = time.time() - t0
+                break
+        except BlockingIOError:
+            pass
+        except OSError:
+            at = time.time() - t0
+            break
+    out["blank"] = "closed %.0f" % at if at else "open"
+
 def steady():
     s = socket.create_connection(("127.0.0.1", http))
     n = 0
@@ -487,7 +507,8 @@ def resp_idle():
 
 ts = [threading.Thread(target=f) for f in (trickle, idle_after_answer,
                                              pause_then_slow_request,
-                                             steady, resp_idle)]
+                                             blank_lines, steady,
+                                             resp_idle)]
 for t in ts:
     t.start()
 for t in ts:
@@ -501,6 +522,8 @@ assert_match "a request trickled past 3 s: 408 within 3 to 8 s, then closed" \
 	"$(grep '^trickle' "$TMP/httpto.out")"
 assert_match "a keep-alive client idle after its answer: closed, within 3 to 8 s" \
 	'^idle 1 closed [3-8]$' "$(grep '^idle' "$TMP/httpto.out")"
+assert_match "blank lines a second from a new client: closed within 3 to 8 s" \
+	'^blank closed [3-8]$' "$(grep '^blank' "$TMP/httpto.out")"
 assert_eq "a request begun after 2 s of keep-alive, sent over 1.5 s: served" \
 	"pause HTTP/1.1 404 Not Found HTTP/1.1 200 OK" \
 	"$(grep '^pause' "$TMP/httpto.out")"
