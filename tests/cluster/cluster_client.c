@@ -679,9 +679,10 @@ static int mode_addscript(const char *seeds)
 	expect_add(r, vk, tk, "i:2", "1|9223372036854775799",
 	           "9223372036854775799",
 	           "a retry in another batch is a first run, and adds");
-	expect_add(r, vk, tk, "i:3", "1|9223372036854775799",
+	expect_add(r, vk, tk, "i:3", "=1|9223372036854775799",
 	           "9223372036854775799",
-	           "... and its own retry is answered from the token");
+	           "... and its own retry is answered from the token, "
+	           "marked as a saved answer");
 	freeReplyObject(op(r, "DEL %s %s", vk, tk));
 	redisFree(r);
 	cluster_close(c);
