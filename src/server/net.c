@@ -163,6 +163,8 @@ struct conn {
 	size_t last_queued;        /* unsent(), at the last tick */
 	uint64_t http_wait_ms;     /* HTTP: the next request (or the client's
 	                              taking of an answer) awaited since */
+	int http_put_off;          /* ... and its end put off once, for
+	                              input not read yet */
 };
 
 static void conn_close(conn *c);
@@ -728,8 +730,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		 * not restart it, nor do the blank lines the parser skips
 		 * before a request (they would, every S seconds, hold the
 		 * connection for ever). */
-		if (waiting && http_conn_midway(c->hc))
+		if (waiting && http_conn_midway(c->hc)) {
 			c->http_wait_ms = c->last_active_ms;
+			c->http_put_off = 0;
+		}
 		http_process(c);
 		return;
 	}
@@ -951,6 +955,7 @@ static void http_respond(conn *c, const http_response *rs, int keep_alive)
 	rbuf_append(&c->out, bytes, len);
 	free(bytes);
 	c->http_wait_ms = now_ms(c->w);
+	c->http_put_off = 0;
 	if (!keep_alive)
 		c->cl.close_after = 1;
 }
@@ -1030,9 +1035,14 @@ static void http_deadline(conn *c, uint64_t now)
 		return;
 	midway = http_conn_midway(c->hc);
 	/* The tick runs before the loop reads: a request that came just
-	 * now is read first (its own time then starts), not cut off. */
-	if (!midway && c->out.len == 0 && !c->writing && unread(c))
+	 * now is read first (its own time then starts), not cut off. Once:
+	 * bytes that begin nothing (blank lines) must not put it off again
+	 * and again. */
+	if (!midway && c->out.len == 0 && !c->writing && !c->http_put_off &&
+	    unread(c)) {
+		c->http_put_off = 1;
 		return;
+	}
 	stat_add(&c->w->st->idle_closes_total, 1);
 	if (!midway || c->out.len > 0 || c->writing) {
 		conn_close(c);
@@ -1610,8 +1620,10 @@ static void on_tick(uv_timer_t *tm)
 			queued = unsent(c);
 			if (queued != c->last_queued) {
 				c->last_queued = queued;
-				if (!c->lingering)
+				if (!c->lingering) {
 					c->last_active_ms = c->http_wait_ms = now;
+					c->http_put_off = 0;
+				}
 			}
 			if (idle > 0 && !c->closed && c->owed == 0 &&
 			    now - c->last_active_ms > (uint64_t)idle * 1000) {
