@@ -58,9 +58,11 @@ extern "C" {
 /** Longest idempotency token in bytes (1..128, any bytes). */
 #define TALLY_ID_MAX 128
 /** What tally_backup() adds to its folder's name for the copy in the
- *  making; a folder name leaves room for it (at most NAME_MAX less its
- *  14 bytes). */
+ *  making. */
 #define TALLY_BACKUP_PARTIAL ".tally-partial"
+/** Longest folder name tally_backup() takes: NAME_MAX (255) less the
+ *  suffix's 14 bytes. */
+#define TALLY_BACKUP_NAME_MAX 241
 /** Most entries one tally_recent() or tally_history() call returns. */
 #define TALLY_PAGE_MAX 1000
 /** Most keys in one tally_mget() and most objects in one tally_mcount(). */

@@ -227,8 +227,7 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 	if (rc == TALLY_EINVAL) {
 		fprintf(stderr, "tally: backup of %s failed: %s names no new "
 		        "folder, or one whose name is too long (at most %d "
-		        "bytes)\n", dir, out,
-		        (int)(NAME_MAX - (sizeof TALLY_BACKUP_PARTIAL - 1)));
+		        "bytes)\n", dir, out, TALLY_BACKUP_NAME_MAX);
 		return CLI_ERR;
 	}
 	if (rc == TALLY_EIO) {

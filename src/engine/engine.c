@@ -113,9 +113,17 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 	size_t cap = t->opt.queue_ops_max;
 	size_t i;
 	int rc = TALLY_OK;
+	int64_t stamp = 0;
 
 	assert(cb != NULL);
 	assert(n >= 1 && n <= t->opt.batch_ops_max && n <= cap);
+	/* The clock is read outside the lock, and only for events that take
+	 * the default time; the floor below, under it, keeps their order. */
+	for (i = 0; i < n; i++)
+		if (ops[i].kind == STORE_OP_EVENT && ops[i].at_ms == 0) {
+			stamp = eng_now_ms();
+			break;
+		}
 	pthread_mutex_lock(&t->qlock);
 	while (cap - t->count < n && !t->closing && !t->failed) {
 		/* Nobody may be committing: the holder of the ring's writes
@@ -135,17 +143,14 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 		assert(ops[i].key_len <= TALLY_KEY_MAX &&
 		       ops[i].token_len <= TALLY_ID_MAX);
 		e->op = ops[i];
-		/* An event's default time is taken here, in queue order,
-		 * which is commit order, and never below the one before (a
-		 * clock stepped back): count-at-time is exact for them. It
-		 * was taken before the wait for room, after which writers
-		 * wake in any order. */
+		/* An event's default time is never below the one before it
+		 * in the queue, which is commit order: writers that waited
+		 * for room wake in any order, and a clock can step back.
+		 * count-at-time is exact for them. */
 		if (e->op.kind == STORE_OP_EVENT && e->op.at_ms == 0) {
-			int64_t now = eng_now_ms();
-
-			if (now < t->last_at_ms)
-				now = t->last_at_ms;
-			e->op.at_ms = t->last_at_ms = now;
+			if (stamp < t->last_at_ms)
+				stamp = t->last_at_ms;
+			e->op.at_ms = t->last_at_ms = stamp;
 		}
 		e->cb = cb;
 		e->arg = arg;

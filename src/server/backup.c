@@ -90,10 +90,9 @@ int backup_target(const srv_config *cfg, const char *arg, size_t len,
 		return fail(err, ecap, "ERR backup path '%.200s' names no new "
 		            "folder", out);
 	/* The copy is made under the name with a suffix (tally_backup). */
-	if (strlen(name) + sizeof TALLY_BACKUP_PARTIAL - 1 > NAME_MAX)
+	if (strlen(name) > TALLY_BACKUP_NAME_MAX)
 		return fail(err, ecap, "ERR backup folder name is too long (at "
-		            "most %d bytes)",
-		            (int)(NAME_MAX - (sizeof TALLY_BACKUP_PARTIAL - 1)));
+		            "most %d bytes)", TALLY_BACKUP_NAME_MAX);
 	if (cfg->backup_dir != NULL) {
 		char confined[SRV_BACKUP_PATH_MAX + 1];
 

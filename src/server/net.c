@@ -667,6 +667,13 @@ static void conn_flush(conn *c)
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* --http-timeout's clock starts again (http_deadline()). */
+static void http_clock_restart(conn *c, uint64_t now)
+{
+	c->http_wait_ms = now;
+	c->http_put_off = 0;
+}
+
 static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf)
 {
 	conn *c = h->data;
@@ -730,10 +737,8 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		 * not restart it, nor do the blank lines the parser skips
 		 * before a request (they would, every S seconds, hold the
 		 * connection for ever). */
-		if (waiting && http_conn_midway(c->hc)) {
-			c->http_wait_ms = c->last_active_ms;
-			c->http_put_off = 0;
-		}
+		if (waiting && http_conn_midway(c->hc))
+			http_clock_restart(c, c->last_active_ms);
 		http_process(c);
 		return;
 	}
@@ -954,8 +959,7 @@ static void http_respond(conn *c, const http_response *rs, int keep_alive)
 	}
 	rbuf_append(&c->out, bytes, len);
 	free(bytes);
-	c->http_wait_ms = now_ms(c->w);
-	c->http_put_off = 0;
+	http_clock_restart(c, now_ms(c->w));
 	if (!keep_alive)
 		c->cl.close_after = 1;
 }
@@ -1204,8 +1208,6 @@ static void refuse(worker *w, conn *c, int http)
 	conn_flush(c);
 }
 
-/* Make fd a connection of w, on w's thread. It was counted in clients
- * unless full (then it is told so and closed), and in w->placed. */
 /* Probes after idle seconds of silence, then every idle / 3 seconds, the
  * peer given up after 3 unanswered: a dead peer is found within about
  * twice idle, as Redis's tcp-keepalive does (the kernel's own interval
@@ -1222,6 +1224,8 @@ static void keepalive_set(conn *c, uint32_t idle)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
+/* Make fd a connection of w, on w's thread. It was counted in clients
+ * unless full (then it is told so and closed), and in w->placed. */
 static void conn_attach(worker *w, int fd, int http, int full)
 {
 	/* A stopping worker closes what it is given instead: a connection
@@ -1621,8 +1625,8 @@ static void on_tick(uv_timer_t *tm)
 			if (queued != c->last_queued) {
 				c->last_queued = queued;
 				if (!c->lingering) {
-					c->last_active_ms = c->http_wait_ms = now;
-					c->http_put_off = 0;
+					c->last_active_ms = now;
+					http_clock_restart(c, now);
 				}
 			}
 			if (idle > 0 && !c->closed && c->owed == 0 &&

@@ -527,7 +527,30 @@ static int rocks_load(store *s, const store_loader *l)
 	return rc;
 }
 
-static int parent_sync(const char *path);
+/* fsync the folder that holds path. A parent that may be written but
+ * not read (mode 0333) cannot be opened to sync it: left as it is, as
+ * before this sync was made. */
+static int parent_sync(const char *path)
+{
+	char dir[4096];
+	size_t len = strlen(path);
+	char *slash;
+	int rc;
+
+	if (len == 0 || len >= sizeof dir)
+		return TALLY_EINVAL;
+	memcpy(dir, path, len + 1);
+	while (len > 1 && dir[len - 1] == '/')
+		dir[--len] = '\0';
+	slash = strrchr(dir, '/');
+	if (slash == NULL)
+		dir[0] = '.', dir[1] = '\0';
+	else
+		slash[slash == dir] = '\0'; /* "/name": the root */
+	errno = 0;
+	rc = rocks_dir_sync(dir);
+	return rc != TALLY_OK && errno == EACCES ? TALLY_OK : rc;
+}
 
 /* Remove the folder of a backup that failed, and its files (a RocksDB
  * checkpoint and the journal's copies: no sub-folder). */
@@ -550,9 +573,6 @@ static void backup_discard(const char *dir)
 	(void)rmdir(dir);
 }
 
-/* The copy is made whole under a name of its own, then renamed: a
- * failure (a disk full while the journal is copied) or a crash never
- * leaves dir holding a part of the data that opens as if it were all. */
 /* Rename tmp to dir, never over an existing dir. File systems without
  * RENAME_NOREPLACE (NFS, some FUSE ones) refuse the flag: a plain rename
  * after a look then (a folder made in between could be replaced). */
@@ -570,6 +590,12 @@ static int backup_rename(const char *tmp, const char *dir)
 	return errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
 }
 
+_Static_assert(TALLY_BACKUP_NAME_MAX + sizeof TALLY_BACKUP_PARTIAL - 1 ==
+               NAME_MAX, "a backup's folder name leaves room for the suffix");
+
+/* The copy is made whole under a name of its own, then renamed: a
+ * failure (a disk full while the journal is copied) or a crash never
+ * leaves dir holding a part of the data that opens as if it were all. */
 static int rocks_backup(store *s, const char *path)
 {
 	rocks *r = (rocks *)s;
@@ -590,7 +616,7 @@ static int rocks_backup(store *s, const char *path)
 	dir[len] = '\0';
 	name = strrchr(dir, '/');
 	name = name != NULL ? name + 1 : dir;
-	if (strlen(name) + sizeof TALLY_BACKUP_PARTIAL - 1 > NAME_MAX ||
+	if (strlen(name) > TALLY_BACKUP_NAME_MAX ||
 	    snprintf(tmp, sizeof tmp, "%s" TALLY_BACKUP_PARTIAL, dir) >=
 	    (int)sizeof tmp)
 		return TALLY_EINVAL;
@@ -615,14 +641,14 @@ static int rocks_backup(store *s, const char *path)
 		 * every table file is copied): the message names the file.
 		 * The store's own disk filling (the flush before the copy)
 		 * is the store's error. */
-		rc = strstr(err, "No space left") != NULL &&
-		     strstr(err, tmp) != NULL ? TALLY_ENOSPC : TALLY_OK;
+		int full = strstr(err, "No space left") != NULL &&
+		           strstr(err, tmp) != NULL;
+
 		rocks_jfile_pause(r, 0);
-		if (rc == TALLY_ENOSPC) {
-			rocksdb_free(err);
-			return rc;
-		}
-		return rocks_err(err);
+		if (!full)
+			return rocks_err(err);
+		rocksdb_free(err);
+		return TALLY_ENOSPC;
 	}
 	rc = rocks_jfile_copy(r, tmp);
 	rocks_jfile_pause(r, 0);
@@ -791,31 +817,6 @@ static int maps_create(rocks *r, const store_options *so)
 	if (rc != TALLY_OK)
 		return rc;
 	return rocks_journal_init(r, so->checkpoint_bytes);
-}
-
-/* fsync the folder that holds path. A parent that may be written but
- * not read (mode 0333) cannot be opened to sync it: left as it is, as
- * before this sync was made. */
-static int parent_sync(const char *path)
-{
-	char dir[4096];
-	size_t len = strlen(path);
-	char *slash;
-	int rc;
-
-	if (len == 0 || len >= sizeof dir)
-		return TALLY_EINVAL;
-	memcpy(dir, path, len + 1);
-	while (len > 1 && dir[len - 1] == '/')
-		dir[--len] = '\0';
-	slash = strrchr(dir, '/');
-	if (slash == NULL)
-		dir[0] = '.', dir[1] = '\0';
-	else
-		slash[slash == dir] = '\0'; /* "/name": the root */
-	errno = 0;
-	rc = rocks_dir_sync(dir);
-	return rc != TALLY_OK && errno == EACCES ? TALLY_OK : rc;
 }
 
 int rocks_open(const char *path, const store_options *so, store **out)
