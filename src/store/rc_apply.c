@@ -36,6 +36,10 @@ typedef struct rc_grp {
 	size_t op;           /* an op of the group (its key or object) */
 	int32_t cmd;         /* ADD: index of its script in phase 1 */
 	size_t first;        /* SUM: index of its first read in phase 2 */
+	size_t more;         /* SUM_NAMED: index of its first read of the
+	                        shards another tallyd added */
+	uint32_t now;        /* SUM_NAMED: its shard count in the cluster */
+	uint8_t bad;         /* SUM: a read met a value tally did not write */
 	int64_t sum;         /* SUM: the sum read, less later ops' changes */
 	uint32_t grow;       /* ADD_NAMED, HOT: 1 + index of the counter's
 	                        GROW script in phase 1, or 0 */
@@ -750,20 +754,34 @@ static int plan_sums(rc_seg *s)
 			tl = rc_obj_tag(s->r, tag, sizeof tag, &op->obj);
 		}
 		for (uint32_t k = 0; k < g->n; k++) {
-			cluster_cmd *cmd = rc_cmd(&s->c2, 2, 0);
-			int n;
+			/* A counter's shard 0 is read with its shard count
+			 * (same slot), which another tallyd may have raised
+			 * (sums_grown()). */
+			int cfg = g->kind == G_SUM_NAMED && k == 0;
+			cluster_cmd *cmd = rc_cmd(&s->c2, cfg ? 3 : 2, 0);
+			int n, nc = 0;
 
-			if (g->kind == G_SUM_UNIQUE)
+			if (g->kind == G_SUM_UNIQUE) {
 				n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s#%u}",
 				             (int)tl, tag, k);
-			else
+			} else {
+				tl = counter_tag(tag, op, k);
 				n = snprintf(s->key, RC_KEY_MAX, "t:c:{%.*s}",
-				             (int)counter_tag(tag, op, k), tag);
+				             (int)tl, tag);
+				if (cfg)
+					nc = snprintf(s->key2, RC_KEY_MAX,
+					              "t:cfg:{%.*s}", (int)tl,
+					              tag);
+			}
 			if (cmd == NULL || n < 0 || n >= RC_KEY_MAX ||
+			    nc < 0 || nc >= RC_KEY_MAX ||
 			    rc_arg(&s->c2, cmd, 0,
-			           g->kind == G_SUM_UNIQUE ? "HLEN" : "GET",
-			           g->kind == G_SUM_UNIQUE ? 4 : 3) ||
-			    rc_arg(&s->c2, cmd, 1, s->key, (size_t)n))
+			           g->kind == G_SUM_UNIQUE ? "HLEN"
+			           : cfg ? "MGET" : "GET",
+			           g->kind == G_SUM_UNIQUE || cfg ? 4 : 3) ||
+			    rc_arg(&s->c2, cmd, 1, s->key, (size_t)n) ||
+			    (cfg && rc_arg(&s->c2, cmd, 2, s->key2,
+			                   (size_t)nc)))
 				return TALLY_ENOMEM;
 			cmd->slot = rc_slot(s->key, (size_t)n);
 		}
@@ -828,6 +846,62 @@ static int plan_logs(rc_seg *s, size_t i)
 	                (size_t)el);
 }
 
+/* Whether a sum's read met a value tally did not write (not an integer,
+ * a key of another type): the ops answered from that sum fail alone, as
+ * in phase 1, and the store serves on (a reopen would not mend it). */
+static int read_not_ours(int rc, const redisReply *rep)
+{
+	return rc == TALLY_ECORRUPT ||
+	       (rc == TALLY_EIO && rep != NULL &&
+	        rep->type == REDIS_REPLY_ERROR &&
+	        strncmp(rep->str, "WRONGTYPE", 9) == 0);
+}
+
+/* After phase 2's reads: a summed counter whose shard count in the
+ * cluster (read with its shard 0) is more than this tallyd knew has had
+ * shards added by another tallyd, and they are read too, in one more
+ * round trip. Without them an INCR's answer left out what those shards
+ * held, until this tallyd next wrote shard 0 (whose script reads the
+ * count). */
+static int sums_grown(rc_seg *s)
+{
+	size_t from = s->c2.n;
+	int rc = TALLY_OK;
+
+	for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
+		rc_grp *g = &s->g[gi];
+		char tag[RC_KEY_MAX];
+
+		if (g->kind != G_SUM_NAMED)
+			continue;
+		rc = rc_cfg_check(s->c2.v[g->first].reply, g->n, &g->now);
+		g->more = s->c2.n;
+		if (rc == TALLY_ECORRUPT) { /* the count is not tally's */
+			g->bad = 1;
+			rc = TALLY_OK;
+		}
+		if (rc == TALLY_OK && g->now > g->n)
+			rc = rc_shard_reads(&s->c2, tag,
+			                    counter_tag(tag, &s->ops[g->op], 0),
+			                    g->n, g->now);
+	}
+	if (rc == TALLY_OK && s->c2.n > from) {
+		rc_cmds more = { .v = s->c2.v + from, .n = s->c2.n - from,
+		                 .a = s->c2.a };
+
+		rc = rc_exec(s->r->cl, &more);
+		for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
+			const rc_grp *g = &s->g[gi];
+			const store_op *op = &s->ops[g->op];
+
+			if (g->kind == G_SUM_NAMED && g->now > g->n)
+				rc_shards_seen(s->r, op->key, op->key_len,
+				               g->now);
+		}
+	}
+	return rc;
+}
+
 static int phase2(rc_seg *s)
 {
 	int rc = plan_sums(s);
@@ -841,17 +915,31 @@ static int phase2(rc_seg *s)
 	}
 	if (rc == TALLY_OK)
 		rc = rc_exec(s->r->cl, &s->c2);
+	if (rc == TALLY_OK)
+		rc = sums_grown(s);
 	for (size_t gi = 0; rc == TALLY_OK && gi < s->ng; gi++) {
 		rc_grp *g = &s->g[gi];
+		uint32_t reads;
 
 		if (g->kind != G_SUM_NAMED && g->kind != G_SUM_UNIQUE)
 			continue;
 		g->sum = 0;
-		for (uint32_t k = 0; rc == TALLY_OK && k < g->n; k++) {
+		reads = g->kind == G_SUM_NAMED ? g->now : g->n;
+		for (uint32_t k = 0; rc == TALLY_OK && k < reads; k++) {
+			const redisReply *rep =
+				k >= g->n ? s->c2.v[g->more + k - g->n].reply
+				          : s->c2.v[g->first + k].reply;
 			int64_t v;
 			int nil;
 
-			rc = rc_reply_i64(s->c2.v[g->first + k].reply, &v, &nil);
+			if (g->kind == G_SUM_NAMED && k == 0)
+				rep = rep->element[0]; /* checked: sums_grown() */
+			rc = rc_reply_i64(rep, &v, &nil);
+			if (read_not_ours(rc, rep)) {
+				g->bad = 1;
+				rc = TALLY_OK;
+				break;
+			}
 			if (rc == TALLY_OK &&
 			    __builtin_add_overflow(g->sum, v, &g->sum))
 				rc = TALLY_EOVERFLOW;
@@ -869,6 +957,10 @@ static int phase2(rc_seg *s)
 		if (op->skip || op->err || s->x[i].sum < 0)
 			continue;
 		g = &s->g[s->x[i].sum];
+		if (g->bad) {
+			op->err = TALLY_ECORRUPT; /* it may have been made */
+			continue;
+		}
 		op->result = g->sum;
 		g->sum -= s->x[i].bd;
 	}
@@ -884,7 +976,11 @@ static int segment_run(rc_seg *s)
 	hmap_clear(s->gidx);
 	for (size_t i = s->from; i < s->to; i++) {
 		s->x[i] = (rc_opx){ .grp = -1, .sum = -1, .cmd = -1 };
-		s->ops[i].err = TALLY_OK;
+		/* A skipped op keeps the engine's answer: its error (a
+		 * token that could not be tracked, a token read that
+		 * failed) is what its caller must see. */
+		if (!s->ops[i].skip)
+			s->ops[i].err = TALLY_OK;
 	}
 	for (size_t i = s->from; rc == TALLY_OK && i < s->to; i++)
 		if (!s->ops[i].skip)

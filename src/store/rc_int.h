@@ -19,7 +19,8 @@
  *                    any bytes)
  *   t:b:{TAG}:I:B:J  a batch token (tallyd instance I, batch B, op J)
  *   t:schema         hash: c:ID -> content type name, k:ID -> "mode:name"
- * N is the counter name with '{', '}' and '%' escaped as %7B %7D %25. O is
+ * N is the counter name with '{', '}', '%', '#' and NUL escaped as %7B %7D
+ * %25 %23 %00 (so no name reads as another's shard). O is
  * "ctype-name|K|content", K being "#id" for built-in counting types and the
  * name for added ones: keys hold names, not this process's numeric ids, so
  * several tallyd instances agree on them whatever ids each assigned. */
@@ -161,6 +162,15 @@ uint16_t rc_ctype_id(rcs *r, const char *name, size_t len);
 int rc_learn_ctype(rcs *r, const char *name, size_t len, uint16_t id);
 int rc_learn_ktype(rcs *r, const char *name, size_t len, uint16_t id);
 int rc_reply_i64(const redisReply *rep, int64_t *out, int *nil);
+/* Append GET of shards [from, to) of the counter whose escaped name is
+ * tag: TALLY_OK or TALLY_ENOMEM. */
+int rc_shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
+                   uint32_t to);
+/* The shard count another tallyd wrote for a counter (t:cfg, element 1
+ * of the reply to MGET of its shard 0 and t:cfg): *now is raised to it
+ * when it is more than known and within bounds, else is known.
+ * TALLY_OK, TALLY_EIO (not such a reply) or TALLY_ECORRUPT. */
+int rc_cfg_check(const redisReply *rep, uint32_t known, uint32_t *now);
 /* Take a reader handle (release with rc_reader_put). */
 rc_reader *rc_reader_get(rcs *r);
 void rc_reader_put(rc_reader *rd);

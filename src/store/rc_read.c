@@ -28,21 +28,6 @@ static int cmd2(rc_cmds *c, const char *verb, const char *key, size_t kl)
 	return TALLY_OK;
 }
 
-/* GET of shards [from, to) of counter tag. */
-static int shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
-                       uint32_t to)
-{
-	char k[RC_KEY_MAX];
-	int rc = TALLY_OK;
-
-	for (uint32_t i = from; rc == TALLY_OK && i < to; i++) {
-		int n = snprintf(k, sizeof k, "t:c:{%.*s#%u}", (int)tl, tag, i);
-
-		rc = cmd2(c, "GET", k, (size_t)n);
-	}
-	return rc;
-}
-
 static int add_reply(const redisReply *rep, int64_t *sum, int *found)
 {
 	int64_t v;
@@ -72,24 +57,7 @@ static int counter_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t n)
 	    rc_arg(c, cmd, 1, k0, (size_t)l0) ||
 	    rc_arg(c, cmd, 2, kc, (size_t)lc))
 		return TALLY_ENOMEM;
-	return shard_reads(c, tag, tl, 1, n);
-}
-
-/* The shard count another tallyd wrote for a counter (cfg, in element 1
- * of its MGET's reply): *now is raised to it when it is more than known
- * and within bounds. */
-static int cfg_check(const redisReply *rep, uint32_t known, uint32_t *now)
-{
-	int64_t cfg;
-	int nil, rc;
-
-	*now = known;
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2)
-		return TALLY_EIO;
-	rc = rc_reply_i64(rep->element[1], &cfg, &nil);
-	if (rc == TALLY_OK && !nil && cfg > known && cfg <= RC_SHARDS_MAX)
-		*now = (uint32_t)cfg;
-	return rc;
+	return rc_shard_reads(c, tag, tl, 1, n);
 }
 
 /* Up to RC_MGET_CHUNK counters: one pipeline of every known shard of
@@ -118,10 +86,10 @@ static int mget_chunk(rcs *r, const uint8_t *const *keys, const size_t *lens,
 	if (rc == TALLY_OK)
 		round2 = c.n;
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
-		rc = cfg_check(c.v[first[i]].reply, known[i], &now[i]);
+		rc = rc_cfg_check(c.v[first[i]].reply, known[i], &now[i]);
 		more[i] = c.n;
 		if (rc == TALLY_OK && now[i] > known[i])
-			rc = shard_reads(&c, tag, rc_esc(tag, keys[i], lens[i]),
+			rc = rc_shard_reads(&c, tag, rc_esc(tag, keys[i], lens[i]),
 			                 known[i], now[i]);
 	}
 	if (rc == TALLY_OK && c.n > round2) {

@@ -216,8 +216,10 @@ size_t rc_esc(char *buf, const uint8_t *name, size_t len)
 		uint8_t b = name[i];
 
 		/* A NUL too: keys are put together with "%.*s", which
-		 * would end at it ("a\0b" became "a"). */
-		if (b == '{' || b == '}' || b == '%' || b == '\0') {
+		 * would end at it ("a\0b" became "a"). And '#', which
+		 * names a shard: counter "x#2" was shard 2 of "x". */
+		if (b == '{' || b == '}' || b == '%' || b == '#' ||
+		    b == '\0') {
 			n += (size_t)sprintf(buf + n, "%%%02X", b);
 		} else {
 			buf[n++] = (char)b;
@@ -343,6 +345,41 @@ int rc_reply_i64(const redisReply *rep, int64_t *out, int *nil)
 		return TALLY_ECORRUPT;
 	*out = v;
 	return TALLY_OK;
+}
+
+int rc_shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
+                   uint32_t to)
+{
+	char k[RC_KEY_MAX];
+
+	assert(from >= 1); /* shard 0 is t:c:{N} */
+	for (uint32_t i = from; i < to; i++) {
+		int n = snprintf(k, sizeof k, "t:c:{%.*s#%u}", (int)tl, tag, i);
+		cluster_cmd *cmd;
+
+		if (n < 0 || n >= (int)sizeof k)
+			return TALLY_ENOMEM;
+		cmd = rc_cmd(c, 2, rc_slot(k, (size_t)n));
+		if (cmd == NULL || rc_arg(c, cmd, 0, "GET", 3) ||
+		    rc_arg(c, cmd, 1, k, (size_t)n))
+			return TALLY_ENOMEM;
+	}
+	return TALLY_OK;
+}
+
+int rc_cfg_check(const redisReply *rep, uint32_t known, uint32_t *now)
+{
+	int64_t cfg;
+	int nil, rc;
+
+	*now = known;
+	if (rep == NULL || rep->type != REDIS_REPLY_ARRAY ||
+	    rep->elements != 2)
+		return TALLY_EIO;
+	rc = rc_reply_i64(rep->element[1], &cfg, &nil);
+	if (rc == TALLY_OK && !nil && cfg > known && cfg <= RC_SHARDS_MAX)
+		*now = (uint32_t)cfg;
+	return rc;
 }
 
 rc_reader *rc_reader_get(rcs *r)

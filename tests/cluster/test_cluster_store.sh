@@ -312,6 +312,30 @@ done
 nm=$(printf '%s' "$masters" | sort -u | grep -c .)
 assert_int_cmp "the 6 shards of hot are on more than one master" "$nm" -gt 1
 
+section "a counter whose name holds '#' is not another counter's shard"
+# Shard 2 of hot is t:c:{hot#2}; the counter "hot#2" is t:c:{hot%232}.
+before=$(rcli get hot)
+assert_eq "INCRBY hot#2" "1000" "$(rcli incrby 'hot#2' 1000)"
+assert_eq "hot is unchanged" "$before" "$(rcli get hot)"
+assert_eq "SET hot#2 (one shard of its own)" "OK" "$(rcli set 'hot#2' 5)"
+assert_eq "GET hot#2" "5" "$(rcli get 'hot#2')"
+assert_eq "hot is still unchanged" "$before" "$(rcli get hot)"
+k='t:c:{hot%232}'
+assert_eq "stored under its escaped name" "5" \
+	"$(ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" get "$k")"
+
+section "a shard tally did not write fails only the writes that read it"
+# cz has 2 shards and shard 1 holds "abc". Two INCRs, in two batches,
+# write shard 0 and shard 1 (in either order): the one that writes shard
+# 0 reads shard 1 for its answer. Before, that read failed the store.
+assert_eq "cz: 2 shards" "2" "$(rcli tally.shards cz 2)"
+k='t:c:{cz#1}'
+ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" set "$k" abc >/dev/null
+got="$(rcli incr cz 2>&1) / $(rcli incr cz 2>&1)"
+assert_contains "one INCR of cz answers that its sum is corrupt" "$got" "corrupt"
+assert_eq "the store still takes writes" "1" "$(rcli incr czok)"
+assert_eq "... and reads" "1" "$(rcli get czok)"
+
 section "a batch that reads more shards than one pipeline holds"
 # 257 counters of 256 shards each, incremented in one pipelined write:
 # the batch's sums read 65,792 shards, past the cluster client's 65,536
@@ -348,6 +372,24 @@ assert_eq "MGET of 73 counters on A: each value in its place, nil for none" \
 	"${want}"$'\n'"20"$'\n'"18" "$got"
 assert_eq "GET g on A sums the 4 shards" "20" "$(redis-cli -p "$A_RESP" get g)"
 assert_eq "MGET of one missing counter" "" "$(redis-cli -p "$A_RESP" mget nothing)"
+
+section "an INCR's answer counts the shards another tallyd added"
+# A knows 8 shards of w1 and w2; B grows them to 16 and shards 8..15
+# get 100 each. A writes one of its 8 known shards (shard 0 only one
+# time in 8, and its script alone reads the count): its answer must
+# still sum all 16 (it summed its 8 before: 11 and 12).
+for c in w1 w2; do
+	assert_eq "$c: 8 shards on A" "8" "$(redis-cli -p "$A_RESP" tally.shards $c 8)"
+	assert_eq "$c: INCRBY 10 on A" "10" "$(redis-cli -p "$A_RESP" incrby $c 10)"
+	assert_eq "$c: 16 shards on B" "16" "$(redis-cli -p "$B_RESP" tally.shards $c 16)"
+	for ((i = 8; i < 16; i++)); do
+		k="t:c:{$c#$i}"
+		ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" set "$k" 100 >/dev/null
+	done
+	assert_eq "$c: INCR on A counts B's shards" "811" "$(redis-cli -p "$A_RESP" incr $c)"
+	assert_eq "$c: and again" "812" "$(redis-cli -p "$A_RESP" incr $c)"
+	assert_eq "$c: GET on A" "812" "$(redis-cli -p "$A_RESP" get $c)"
+done
 
 section "several tallyd instances incrementing one sharded counter"
 start_tallyd "$TMP/c" "${CS[@]}"
