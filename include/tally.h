@@ -823,7 +823,9 @@ typedef struct tally_disk_part {
  * Disk use per part of the store, from its table files (data still only in
  * the write-ahead log is not counted; see tally_compact()).
  * @param out receives up to cap parts; @param n receives how many exist.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_ENOMEM.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_ENOMEM; TALLY_EIO while the store
+ *         is closed after a failure whose reopen has not succeeded yet;
+ *         TALLY_ENOTSUP on the redis-cluster store.
  */
 TALLY_API int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap,
                                size_t *n);

@@ -434,6 +434,11 @@ static void cmd_dbsize(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
  * more, glob-style, any case). The password is never answered. CONFIG
  * SET is not supported: tally is configured by flags. */
 enum { CONFIG_PARAMS = 10 };
+/* The patterns of one CONFIG GET, in bytes in all. Each is matched
+ * against every parameter's name, and a '*' retried at each place of a
+ * name walks the rest of the pattern again, some 90 steps per byte: a
+ * 64 MiB command of patterns held its I/O thread for seconds. */
+#define CONFIG_PATTERNS_MAX 4096
 
 static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 {
@@ -462,6 +467,14 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 		reply_subcommand(c, "config", argc, argv[1], lens[1],
 		                 known);
 		return;
+	}
+	for (size_t i = 2, sum = 0; i < argc; i++) {
+		sum += lens[i];
+		if (sum > CONFIG_PATTERNS_MAX) {
+			reply_error(c->out, "ERR CONFIG GET patterns are at "
+			            "most 4096 bytes in all");
+			return;
+		}
 	}
 	snprintf(maxclients, sizeof maxclients, "%" PRIu32, cfg->maxclients);
 	snprintf(timeout, sizeof timeout, "%" PRIu32, cfg->idle_timeout_s);

@@ -251,6 +251,12 @@ static int config_check(const srv_config *c)
 			        "empty\n");
 		return -1;
 	}
+	if (c->requirepass != NULL &&
+	    strlen(c->requirepass) > SRV_PASSWORD_MAX) {
+		fprintf(stderr, "tallyd: --requirepass is at most %d bytes\n",
+		        SRV_PASSWORD_MAX);
+		return -1;
+	}
 	/* RESP alone carries any bytes: only a served HTTP port needs it. */
 	if (c->requirepass != NULL && c->http_port != 0 &&
 	    !password_http_ok(c->requirepass)) {

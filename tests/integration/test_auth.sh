@@ -320,6 +320,8 @@ refused "--bind :: without a password" "protected mode" --bind ::
 refused "--bind of a non-loopback address" "without a password" \
 	--bind 192.0.2.1
 refused "an empty --requirepass" "must not be empty" --requirepass ""
+refused "a --requirepass of 4097 bytes" "--requirepass is at most 4096 bytes" \
+	--requirepass "$(printf '%04097d' 0)"
 refused "a password ending with a space (HTTP cannot carry it)" \
 	"must not begin or end with a space" --requirepass "pw "
 refused "a password beginning with a tab" "must not begin or end" \

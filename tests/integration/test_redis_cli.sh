@@ -106,6 +106,14 @@ assert_eq "CONFIG GET takes several patterns, each setting once" \
 	"$(rcli config get 'p?rt' 'max[a-c]*' '*clients' | paste -sd' ')"
 assert_eq "CONFIG GET of a setting tally does not have: an empty map" \
 	"" "$(rcli config get 'maxmemory*')"
+# Each pattern is matched against every setting's name, at some 90 steps
+# a byte: a 64 MiB command of patterns held its I/O thread for seconds.
+long=$(printf '*[%04000d]' 0)
+assert_eq "CONFIG GET of 4096 bytes of patterns is matched" "" \
+	"$(rcli config get "$long" "$(printf '%093d' 0)")"
+assert_eq "CONFIG GET of more is refused" \
+	"(error) ERR CONFIG GET patterns are at most 4096 bytes in all" \
+	"$(rcn config get "$long" "$(printf '%094d' 0)")"
 if [ -z "$T_PASS" ]; then
 	assert_eq "tally with TALLY_PASSWORD set empty sends no AUTH" "PONG" \
 		"$(TALLY_PASSWORD= timeout 20 "$BUILD_DIR/tally" -p "$T_RESP" ping 2>&1)"
