@@ -666,6 +666,7 @@ static int rocks_compact(store *s)
 {
 	rocks *r = (rocks *)s;
 	rocksdb_compactoptions_t *co;
+	uint64_t bg = 0;
 	int rc = rocks_journal_spill(r);
 
 	if (rc != TALLY_OK)
@@ -680,6 +681,11 @@ static int rocks_compact(store *s)
 		rocksdb_compact_range_cf_opt(r->db, r->cf[i], co, NULL, 0, NULL,
 		                             0);
 	rocksdb_compactoptions_destroy(co);
+	/* The C API's compaction reports no error: a failed flush or
+	 * compaction on the way is a background error of the store. */
+	if (rocksdb_property_int(r->db, "rocksdb.background-errors", &bg) == 0 &&
+	    bg > 0)
+		return rocks_logs_fail(r, TALLY_EIO);
 	return TALLY_OK;
 }
 

@@ -399,7 +399,7 @@ static int batch_write(rocks *r, int sync)
 	if (err) {
 		/* The write may or may not have reached the WAL; nothing can
 		 * be acknowledged and nothing may be written on top of it. */
-		r->failed = rocks_write_err(err);
+		r->failed = rocks_logs_fail(r, rocks_write_err(err));
 		return r->failed;
 	}
 	if (sync) {
@@ -535,6 +535,15 @@ static void members_preload(rocks *r, const store_op *ops, size_t n)
 	}
 }
 
+/* The committer's check before it writes or syncs: a failure of the logs'
+ * sync on another thread fails the store as its own would. */
+static int rocks_failed(rocks *r)
+{
+	if (r->failed == TALLY_OK)
+		r->failed = atomic_load(&r->logs_failed);
+	return r->failed;
+}
+
 int rocks_apply(store *s, store_batch *b)
 {
 	rocks *r = (rocks *)s;
@@ -545,7 +554,7 @@ int rocks_apply(store *s, store_batch *b)
 	assert(b != NULL && (b->n == 0 || b->ops != NULL));
 	assert(hmap_count(r->ov_named) == 0 && hmap_count(r->ov_totals) == 0);
 	b->unwritten = 1;
-	if (r->failed)
+	if (rocks_failed(r))
 		return r->failed;
 	for (size_t i = 0; i < b->n && rc == TALLY_OK; i++) {
 		if (i % ROCKS_BLOCK == 0) {
@@ -594,24 +603,52 @@ int rocks_apply(store *s, store_batch *b)
 	return TALLY_OK;
 }
 
+int rocks_logs_fail(rocks *r, int rc)
+{
+	int none = TALLY_OK;
+
+	assert(rc != TALLY_OK);
+	atomic_compare_exchange_strong(&r->logs_failed, &none, rc);
+	return rc;
+}
+
+int rocks_wal_sync(rocks *r)
+{
+	uint64_t bg = 0;
+	char *err = NULL;
+	int rc = atomic_load(&r->logs_failed);
+
+	if (rc != TALLY_OK)
+		return rc;
+	/* RocksDB syncs the WAL on its own threads too (a flush syncs the
+	 * logs it closed), and a failure there is a background error. */
+	if (rocksdb_property_int(r->db, "rocksdb.background-errors", &bg) == 0 &&
+	    bg > 0)
+		return rocks_logs_fail(r, TALLY_EIO);
+	rocksdb_flush_wal(r->db, 1, &err);
+	return err ? rocks_logs_fail(r, rocks_write_err(err)) : TALLY_OK;
+}
+
 int rocks_sync_logs(rocks *r)
 {
 	uint64_t t0 = rocks_now_ns();
-	char *err = NULL;
-	int rc;
+	int rc = rocks_wal_sync(r);
 
-	rocksdb_flush_wal(r->db, 1, &err);
-	rc = err ? rocks_write_err(err) : rocks_jfile_sync(r);
+	if (rc == TALLY_OK)
+		rc = rocks_jfile_sync(r);
 	if (rc == TALLY_OK)
 		rocks_sync_count(r, rocks_now_ns() - t0);
+	else
+		(void)rocks_logs_fail(r, rc);
 	return rc;
 }
+
 
 int rocks_sync(store *s)
 {
 	rocks *r = (rocks *)s;
 
-	if (r->failed)
+	if (rocks_failed(r))
 		return r->failed;
 	/* Never retried: after a failed fsync the kernel may have dropped
 	 * the pages it could not write, so a second fsync that succeeds

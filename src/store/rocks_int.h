@@ -226,6 +226,9 @@ typedef struct rocks {
 	int failed;          /* a write or sync failed: its TALLY_EIO or
 	                        TALLY_ENOSPC; writes are refused until the
 	                        engine closes this handle and opens anew */
+	_Atomic int logs_failed; /* a write or sync of the logs failed, on
+	                        any thread (rocks_logs_fail()): taken into
+	                        failed at the committer's next call */
 
 	/* The event clock (rocks_clock.c): EV_CLOCK_BLOCKS_MAX block
 	 * pointers; slots below clk_n are filled. Writers hold clk_mu;
@@ -254,6 +257,16 @@ int rocks_err(char *err);
 int rocks_errno_code(int e);
 /* The same for a failed write or sync: TALLY_ENOSPC or TALLY_EIO. */
 int rocks_write_err(char *err);
+/* A write or sync of the logs (RocksDB's WAL, the journal files) failed
+ * with rc: kept in r->logs_failed for every thread (the first failure
+ * stays), and rc returned. No thread syncs the WAL after it: librocksdb
+ * 7.8 asserts (aborts the process) on a sync of a log writer that saw an
+ * error, and a sync that succeeds after a failed one proves nothing (the
+ * kernel may have dropped the pages it could not write). */
+int rocks_logs_fail(rocks *r, int rc);
+/* RocksDB's WAL synced, unless the logs failed before: TALLY_OK, or the
+ * failure (kept, as above). */
+int rocks_wal_sync(rocks *r);
 uint64_t rocks_now_ns(void);
 /* Count one fsync of ns in the histogram and totals. */
 void rocks_sync_count(rocks *r, uint64_t ns);

@@ -388,12 +388,12 @@ static int jf_grow(rocks_jfile *jf, int i, uint64_t want)
 static int order_before(rocks *r, int a)
 {
 	rocks_jfile *jf = &r->jf;
-	char *err = NULL;
 
 	if (r->wal_unsynced) {
-		rocksdb_flush_wal(r->db, 1, &err);
-		if (err)
-			return rocks_write_err(err);
+		int rc = rocks_wal_sync(r);
+
+		if (rc != TALLY_OK)
+			return rc;
 		r->wal_unsynced = 0;
 	}
 	for (int i = 0; i < ROCKS_JF_FILES; i++) {

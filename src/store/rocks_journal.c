@@ -594,7 +594,7 @@ static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
 	rocksdb_write(r->db, r->wo_sync, r->ck_wb, &err);
 	rocksdb_writebatch_clear(r->ck_wb);
 	if (err)
-		return rocks_write_err(err);
+		return rocks_logs_fail(r, rocks_write_err(err));
 	atomic_fetch_add(&r->st_ck_entries, entries);
 	meta_flush(r);
 	return TALLY_OK;
@@ -632,8 +632,8 @@ int rocks_journal_spill(rocks *r)
 			break;
 		rocksdb_write(r->db, r->wo_nosync, wb, &err);
 		rocksdb_writebatch_clear(wb);
-		if (err)
-			rc = rocks_err(err);
+		if (err) /* ENOSPC for a full disk */
+			rc = rocks_logs_fail(r, rocks_write_err(err));
 	}
 	rocks_dirty_unlock(r);
 	sorted_free(&ents);
@@ -757,6 +757,12 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 			return TALLY_ECORRUPT;
 		if (varint_get_u64(p, n, &klen, &used) || klen > n - used ||
 		    klen > HMAP_KEY_MAX)
+			return TALLY_ECORRUPT;
+		/* A key no write makes (a checkpoint would write it to its
+		 * table, where no read finds it, or assert on it) is damage:
+		 * a total's key is an object's, a counter's 1..512 bytes. */
+		if ((tag & JT_TOTALS) ? klen != KEY_OBJ_LEN
+		                      : klen < 1 || klen > TALLY_KEY_MAX)
 			return TALLY_ECORRUPT;
 		const uint8_t *key = p + used;
 

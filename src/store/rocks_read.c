@@ -137,7 +137,8 @@ int rocks_tokens_sweep(store *s, int64_t now_ms, size_t max, size_t *deleted,
 		 * which answers nothing and the next sweep deletes. */
 		rocksdb_write(r->db, r->wo_nosync, wb, &err);
 		if (err != NULL) /* as batch_write(): nothing on top of it */
-			rc = r->failed = rocks_write_err(err);
+			rc = r->failed = rocks_logs_fail(r,
+			                                 rocks_write_err(err));
 		else
 			*deleted = (size_t)rocksdb_writebatch_count(wb);
 	}
