@@ -836,7 +836,10 @@ TALLY_API int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap,
  * entries. Writes go on meanwhile. Takes long on big databases (minutes
  * for GiBs): an operator's or a benchmark's tool, never needed for
  * correctness.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (a write, a sync of the
+ *         journal, or RocksDB's flush or compaction failed: the store then
+ *         refuses writes until it is reopened, as after any disk fault);
+ *         TALLY_ENOSPC (the disk is full).
  */
 TALLY_API int tally_compact(tally *t);
 

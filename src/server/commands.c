@@ -471,8 +471,9 @@ static void cmd_config(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	for (size_t i = 2, sum = 0; i < argc; i++) {
 		sum += lens[i];
 		if (sum > CONFIG_PATTERNS_MAX) {
-			reply_error(c->out, "ERR CONFIG GET patterns are at "
-			            "most 4096 bytes in all");
+			reply_errorf(c->out, "ERR CONFIG GET patterns are at "
+			             "most %d bytes in all",
+			             CONFIG_PATTERNS_MAX);
 			return;
 		}
 	}

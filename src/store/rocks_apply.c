@@ -614,17 +614,11 @@ int rocks_logs_fail(rocks *r, int rc)
 
 int rocks_wal_sync(rocks *r)
 {
-	uint64_t bg = 0;
 	char *err = NULL;
 	int rc = atomic_load(&r->logs_failed);
 
 	if (rc != TALLY_OK)
 		return rc;
-	/* RocksDB syncs the WAL on its own threads too (a flush syncs the
-	 * logs it closed), and a failure there is a background error. */
-	if (rocksdb_property_int(r->db, "rocksdb.background-errors", &bg) == 0 &&
-	    bg > 0)
-		return rocks_logs_fail(r, TALLY_EIO);
 	rocksdb_flush_wal(r->db, 1, &err);
 	return err ? rocks_logs_fail(r, rocks_write_err(err)) : TALLY_OK;
 }
@@ -632,8 +626,14 @@ int rocks_wal_sync(rocks *r)
 int rocks_sync_logs(rocks *r)
 {
 	uint64_t t0 = rocks_now_ns();
-	int rc = rocks_wal_sync(r);
+	int rc;
 
+	/* Under jf.mu, as in order_before(): the committer's sync and
+	 * tally_compact()'s spill never both sync the WAL, the second
+	 * after the first failed. */
+	pthread_mutex_lock(&r->jf.mu);
+	rc = rocks_wal_sync(r);
+	pthread_mutex_unlock(&r->jf.mu);
 	if (rc == TALLY_OK)
 		rc = rocks_jfile_sync(r);
 	if (rc == TALLY_OK)
@@ -642,7 +642,6 @@ int rocks_sync_logs(rocks *r)
 		(void)rocks_logs_fail(r, rc);
 	return rc;
 }
-
 
 int rocks_sync(store *s)
 {

@@ -265,7 +265,8 @@ int rocks_write_err(char *err);
  * kernel may have dropped the pages it could not write). */
 int rocks_logs_fail(rocks *r, int rc);
 /* RocksDB's WAL synced, unless the logs failed before: TALLY_OK, or the
- * failure (kept, as above). */
+ * failure (kept, as above). The caller holds r->jf.mu: two threads
+ * between the check and the sync could sync after a failure. */
 int rocks_wal_sync(rocks *r);
 uint64_t rocks_now_ns(void);
 /* Count one fsync of ns in the histogram and totals. */

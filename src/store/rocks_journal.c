@@ -591,6 +591,12 @@ static int ckpt_write(rocks *r, hmap *const tab[2], const rocks_evgen *evs,
 	 * the committer sees it done (rocks_jfile_turn()). One fsync per
 	 * checkpoint, on this thread. */
 	entries = (uint64_t)rocksdb_writebatch_count(r->ck_wb);
+	/* Its write syncs the WAL: not after a failed sync (rocks_int.h). */
+	rc = atomic_load(&r->logs_failed);
+	if (rc != TALLY_OK) {
+		rocksdb_writebatch_clear(r->ck_wb);
+		return rc;
+	}
 	rocksdb_write(r->db, r->wo_sync, r->ck_wb, &err);
 	rocksdb_writebatch_clear(r->ck_wb);
 	if (err)
@@ -917,7 +923,8 @@ void rocks_journal_close(rocks *r)
 		pthread_mutex_unlock(&r->ck_mu);
 		pthread_join(r->ck_thread, NULL);
 		r->ck_started = 0;
-		if (!r->failed && reap(r) == TALLY_OK && r->frozen[0] == NULL) {
+		if (!r->failed && !atomic_load(&r->logs_failed) &&
+		    reap(r) == TALLY_OK && r->frozen[0] == NULL) {
 			hmap *tab[2] = { r->dirty[0], r->dirty[1] };
 
 			/* With nothing dirty, the last checkpoint covers

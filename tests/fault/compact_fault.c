@@ -10,10 +10,11 @@
  *     ROUNDS times, each in a new folder DIR/N: in async durability, a
  *     like with an ID (its record goes to RocksDB's WAL, unsynced), then
  *     "eio-fsync-once .log", tally_compact(), an INCRBY and a close
- *     (their results may be errors: where the fault lands is timing);
- *     then the fault off, a reopen, and the like retried with its ID:
- *     it must count 1, once. Prints each step; exits 0 when every round
- *     held, 1 when one did not; an abort is the failure it guards. */
+ *     (the store has failed by then, wherever the fault landed, so the
+ *     INCRBY is refused: test_faults.sh counts the refusals); then the
+ *     fault off, a reopen, and the like retried with its ID: it must
+ *     count 1, once. Prints each step; exits 0 when every round held, 1
+ *     when one did not; an abort is the failure it guards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
