@@ -1064,7 +1064,7 @@ int cluster_each_master(cluster *c, const uint16_t *slots, size_t nslots,
 	cluster_cmd *cmds;
 	struct job *jobs;
 	size_t m;
-	int rc;
+	int rc, uncovered = 0;
 
 	if (!c || argc < 1 || !argv || timeout_ms <= 0 || !out || !n_out ||
 	    (!slots && nslots > 0))
@@ -1082,6 +1082,15 @@ int cluster_each_master(cluster *c, const uint16_t *slots, size_t nslots,
 		return TALLY_ENOMEM;
 	}
 	m = masters_of(c, slots, nslots, r);
+	/* A slot no known master serves (its map refresh failed after a
+	 * MOVED, say) has no one to ask: not "nothing to wait for". */
+	for (size_t s = 0; s < nslots; s++) {
+		const struct node *n = slots[s] < SLOT_COUNT ? c->slots[slots[s]]
+		                                             : NULL;
+
+		if (n == NULL || !n->master)
+			uncovered = 1;
+	}
 	for (size_t i = 0; i < m; i++) {
 		cmds[i] = (cluster_cmd){.argc = argc, .argv = argv,
 		                        .argvlen = argvlen};
@@ -1098,7 +1107,7 @@ int cluster_each_master(cluster *c, const uint16_t *slots, size_t nslots,
 	}
 	free(cmds);
 	free(jobs);
-	if (rc == TALLY_OK && m == 0 && !slots)
+	if (rc == TALLY_OK && ((m == 0 && !slots) || uncovered))
 		rc = TALLY_EIO;
 	if (rc != TALLY_OK && rc != TALLY_EIO) {
 		cluster_master_replies_free(r, m);

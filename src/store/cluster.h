@@ -185,8 +185,8 @@ typedef struct cluster_master_reply {
  *        call; free with cluster_master_replies_free(). Set on TALLY_OK and
  *        TALLY_EIO.
  * @return TALLY_OK (every master CL_DONE); TALLY_EIO (some not: see their
- *         outcomes; also when no master is known); TALLY_EINVAL;
- *         TALLY_ENOMEM.
+ *         outcomes; also when no master is known, or when a slot given
+ *         has no known master); TALLY_EINVAL; TALLY_ENOMEM.
  */
 int cluster_each_master(cluster *c, const uint16_t *slots, size_t nslots,
                         int argc, const char **argv, const size_t *argvlen,

@@ -94,7 +94,11 @@ typedef struct store_vt {
 	 * earlier ops of the same batch), as one atomic unit; durable when
 	 * b->sync. Per-op errors (TALLY_EOVERFLOW; TALLY_ECORRUPT, a stored
 	 * value the op reads that does not decode) go in op->err and change
-	 * nothing for that op. A batch error (TALLY_EIO) means no op was
+	 * nothing for that op, with one exception: the redis-cluster store,
+	 * whose answers are read after its writes, answers TALLY_ECORRUPT
+	 * for an op whose change it may have made when a value read for
+	 * the answer is not tally's (the op's outcome is then unknown, as
+	 * after TALLY_EIO, and only its ID makes a retry safe). A batch error (TALLY_EIO) means no op was
 	 * applied and the store refuses writes from then on. TALLY_ENOMEM
 	 * means nothing was written and the store serves on: a store that
 	 * runs out of memory after writing some of a batch answers
