@@ -27,7 +27,8 @@
  * the reply is "n|=v", v the value after the last delta: the master's work
  * is per batch, not per delta. Without a sum, or when its INCRBY is refused
  * (it then changed nothing), each delta is added alone and the reply is
- * "n|v1,v2,..." with "E" for a refused one; once a delta is refused the
+ * "n|v1,v2,..." with "E" for a refused one ("C" when the value is not
+ * tally's: not an integer, a key of another type); once a delta is refused the
  * same delta right after it is refused too (the value did not move), so a
  * run stops at its first refusal.
  * n is the shard count read (1 without KEYS[3]); a token already there
@@ -62,12 +63,15 @@
 "  local out = {}\n" \
 "  for i = 4, #ARGV, 2 do\n" \
 "    local e = false\n" \
+"    local m = 'E'\n" \
 "    for j = 1, tonumber(ARGV[i + 1]) do\n" \
 "      if not e then\n" \
 "        local r = redis.pcall('INCRBY', KEYS[1], ARGV[i])\n" \
 "        e = type(r) == 'table' and r.err ~= nil\n" \
+"        if e and not string.find(r.err, 'overflow', 1, true) then\n" \
+"          m = 'C' end\n" \
 "      end\n" \
-"      if e then out[#out + 1] = 'E'\n" \
+"      if e then out[#out + 1] = m\n" \
 "      else made = true; out[#out + 1] = redis.call('GET', KEYS[1]) end\n" \
 "    end\n" \
 "  end\n" \

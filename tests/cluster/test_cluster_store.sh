@@ -331,8 +331,13 @@ section "a shard tally did not write fails only the writes that read it"
 assert_eq "cz: 2 shards" "2" "$(rcli tally.shards cz 2)"
 k='t:c:{cz#1}'
 ccli "$(cluster_master_of_slot "$(ccli "${CL_PORTS[0]}" cluster keyslot "$k")")" set "$k" abc >/dev/null
-got="$(rcli incr cz 2>&1) / $(rcli incr cz 2>&1)"
-assert_contains "one INCR of cz answers that its sum is corrupt" "$got" "corrupt"
+r1=$(rcli incr cz 2>&1)
+r2=$(rcli incr cz 2>&1)
+assert_contains "the INCR of cz that writes shard 1 answers that it is corrupt" "$r1 / $r2" "corrupt"
+# The other: "corrupt" too; it said "would overflow" before.
+assert_not_contains "neither says overflow" "$r1 / $r2" "overflow"
+assert_contains "the first INCR of cz is answered corrupt" "$r1" "corrupt"
+assert_contains "the second INCR of cz is answered corrupt" "$r2" "corrupt"
 assert_eq "the store still takes writes" "1" "$(rcli incr czok)"
 assert_eq "... and reads" "1" "$(rcli get czok)"
 
