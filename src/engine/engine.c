@@ -582,6 +582,33 @@ static int store_sync(tally *t)
 	return rc;
 }
 
+/* The fold's mark (stores with token_get): the handle's token, written
+ * in the fold's atomic batch with the fold's number as its result. */
+static void fold_mark(tally *t, store_op *op)
+{
+	op->token = t->fold_tok;
+	op->token_len = FOLD_TOK_LEN;
+	op->token_expiry_ms = eng_now_ms() + t->tok.retention_ms;
+	op->token_mark = 1;
+	op->token_result = (int64_t)++t->fold_seq;
+}
+
+/* A fold whose outcome is unknown: its ops (and their keys) and stripes
+ * leave fold_ops for the limbo, which fold_ops' arrays take in turn. */
+static void limbo_take(tally *t, size_t n)
+{
+	store_op *ops = t->limbo_ops;
+	uint8_t *src = t->limbo_src;
+
+	assert(t->limbo_n == 0 && n > 0);
+	t->limbo_ops = t->fold_ops;
+	t->limbo_src = t->fold_src;
+	t->fold_ops = ops;
+	t->fold_src = src;
+	t->limbo_n = n;
+	t->limbo_seq = t->fold_seq;
+}
+
 /* Async mode: fold the striped cells into the store (INCRBY ops ahead of
  * nothing else) when due or when ops of this batch need them folded. */
 static int fold(tally *t)
@@ -589,19 +616,31 @@ static int fold(tally *t)
 	size_t n = 0;
 	int rc = stripes_drain(t, &n);
 	store_batch b = { t->fold_ops, n, 0, 0 };
+	int marked = rc == TALLY_OK && n > 0 && t->st->vt->token_get != NULL;
 
+	/* No fold runs while one is in limbo: the store is failed until the
+	 * recovery resolves it. */
+	assert(t->limbo_n == 0);
+	if (marked)
+		fold_mark(t, &t->fold_ops[0]);
 	/* The cells let go of their adds once they are handed to the store,
 	 * whatever it answers but out of memory: a failed batch may have
 	 * been written (what reached the disk is the truth), and a fold
 	 * again would count it twice; a store out of memory wrote nothing
 	 * (store.h), nor a store that says so (a read error before its
 	 * write), so the adds stay for the next fold. A drain that failed
-	 * (out of memory) handed nothing over either. */
+	 * (out of memory) handed nothing over either. A marked fold whose
+	 * outcome is unknown waits in limbo for the recovery, which reads
+	 * its mark back (limbo_resolve()). */
 	if (rc == TALLY_OK) {
 		if (n > 0)
 			rc = t->st->vt->apply(t->st, &b);
 		if (rc == TALLY_OK || (rc != TALLY_ENOMEM && !b.unwritten))
 			stripes_folded(t, n);
+	}
+	if (marked && rc != TALLY_OK && rc != TALLY_ENOMEM && !b.unwritten) {
+		limbo_take(t, n);
+		return rc;
 	}
 	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
 		if (t->fold_ops[i].err != TALLY_OK)
@@ -947,6 +986,41 @@ static int recover(tally *t)
 	return rc == TALLY_OK ? state_reload(t) : rc;
 }
 
+/* After a recovery: the fold the failure left in limbo landed whole (the
+ * store's batches are atomic) if the store holds its mark with its
+ * number, whatever the mark's expiry (nothing swept while the store was
+ * failed); else it goes back into the cells, to be folded again. TALLY_OK,
+ * or what keeps the store failed: a read of the mark that failed, or out
+ * of memory putting back (the rest stays for the next try). */
+static int limbo_resolve(tally *t)
+{
+	int64_t result = 0, expiry_ms = 0;
+	size_t done = 0;
+	int rc;
+
+	if (t->limbo_n == 0)
+		return TALLY_OK;
+	rc = t->st->vt->token_get(t->st, t->fold_tok, FOLD_TOK_LEN, &result,
+	                          &expiry_ms);
+	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
+		return rc;
+	if (rc == TALLY_OK && result == (int64_t)t->limbo_seq) {
+		done = t->limbo_n;
+	} else {
+		pthread_rwlock_wrlock(&t->fold_lock);
+		rc = stripes_put_back(t, t->limbo_ops, t->limbo_src,
+		                      t->limbo_n, &done);
+		pthread_rwlock_unlock(&t->fold_lock);
+	}
+	for (size_t i = 0; i < done; i++)
+		free((void *)(uintptr_t)t->limbo_ops[i].key);
+	memmove(t->limbo_ops, t->limbo_ops + done,
+	        (t->limbo_n - done) * sizeof *t->limbo_ops);
+	memmove(t->limbo_src, t->limbo_src + done, t->limbo_n - done);
+	t->limbo_n -= done;
+	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
+}
+
 static void recover_maybe(tally *t)
 {
 	int idle;
@@ -961,7 +1035,7 @@ static void recover_maybe(tally *t)
 	if (!idle)
 		return;
 	t->recover_at_ns = eng_now_ns() + ENG_RECOVER_INTERVAL_NS;
-	if (recover(t) != TALLY_OK)
+	if (recover(t) != TALLY_OK || limbo_resolve(t) != TALLY_OK)
 		return;
 	pthread_mutex_lock(&t->qlock);
 	t->failed = 0;

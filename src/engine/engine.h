@@ -23,6 +23,9 @@
 /* A counter takes striped adds only while |value| <= this, so that
  * STRIPES full cells cannot carry it past the int64 limits. */
 #define STRIPE_VALUE_ABS_MAX (INT64_C(1) << 62)
+/* The fold's token (tally.fold_tok): "\0fold", 3 zero bytes, 8 random
+ * bytes of this handle. */
+#define FOLD_TOK_LEN 16
 /* Most tokens kept in memory (tally_options.tokens_max): past it the
  * oldest leave memory early, and the store answers for them. */
 #define TOKENS_MAX (16u << 20)
@@ -213,6 +216,17 @@ struct tally {
 	store_op *fold_ops;
 	uint8_t *fold_src;           /* the stripe of each fold op */
 	size_t fold_cap;
+	/* A fold whose outcome a store failure left unknown (stores with
+	 * token_get): its ops (keys owned) and stripes, swapped out of
+	 * fold_ops and fold_src, until the recovery tells whether it
+	 * landed (limbo_resolve()). Committer only. */
+	store_op *limbo_ops;
+	uint8_t *limbo_src;
+	size_t limbo_n;
+	uint64_t limbo_seq;
+	/* The token every fold writes, its result the fold's number. */
+	uint8_t fold_tok[FOLD_TOK_LEN];
+	uint64_t fold_seq;
 
 	_Atomic uint64_t st_writes, st_write_errors, st_token_hits;
 	_Atomic uint64_t st_tokens_swept;
@@ -323,5 +337,12 @@ int stripes_drain(tally *t, size_t *n);
 void stripes_folded(tally *t, size_t n);
 /* Committer, after the batch: recompute which cells are safe. */
 void stripes_settle(tally *t);
+/* Committer, fold_lock held for writing: a fold that did not land goes
+ * back into its cells (ops and stripes as fold_ops and fold_src), and its
+ * keys count as striped, so that queued writes of them fold it first.
+ * *done: how many of the ops are back. TALLY_OK, or TALLY_ENOMEM (no
+ * cell had room, or out of memory) with the rest not put back. */
+int stripes_put_back(tally *t, const store_op *ops, const uint8_t *src,
+                     size_t n, size_t *done);
 
 #endif

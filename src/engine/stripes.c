@@ -15,10 +15,36 @@
  * thread's stripe (a count by key hash) from its enqueue to its apply;
  * adds meanwhile take the queue, behind it. */
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
+
+/* A token no other handle writes: a fold's, found after a recovery, is
+ * this handle's (the store may hold those of processes before it). */
+static void fold_tok_init(tally *t)
+{
+	uint8_t r[8];
+	struct timespec ts;
+
+	memset(t->fold_tok, 0, sizeof t->fold_tok);
+	memcpy(t->fold_tok, "\0fold", 5);
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+		/* No entropy to be had: the clock, the process, the handle. */
+		uint64_t x;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		x ^= (uint64_t)getpid() << 40 ^ (uint64_t)(uintptr_t)t;
+		memcpy(r, &x, sizeof r);
+	}
+	memcpy(t->fold_tok + 8, r, sizeof r);
+	_Static_assert(FOLD_TOK_LEN == 16, "prefix 8, random 8");
+}
 
 int stripes_init(tally *t)
 {
@@ -33,11 +59,15 @@ int stripes_init(tally *t)
 	t->fold_cap = (size_t)STRIPES * STRIPE_CELLS_MAX;
 	t->fold_ops = calloc(t->fold_cap, sizeof *t->fold_ops);
 	t->fold_src = calloc(t->fold_cap, 1);
+	t->limbo_ops = calloc(t->fold_cap, sizeof *t->limbo_ops);
+	t->limbo_src = calloc(t->fold_cap, 1);
+	fold_tok_init(t);
 	t->settle = malloc(sizeof *t->settle);
 	if (t->settle != NULL)
 		for (size_t i = 0; i < STRIPE_CELLS_MAX; i++)
 			t->settle->key_at[i] = t->settle->keys[i];
-	return t->striped && t->fold_ops && t->fold_src && t->settle
+	return t->striped && t->fold_ops && t->fold_src && t->limbo_ops &&
+	       t->limbo_src && t->settle
 	       ? TALLY_OK
 	       : TALLY_ENOMEM;
 }
@@ -57,6 +87,15 @@ void stripes_free(tally *t)
 	t->fold_ops = NULL;
 	free(t->fold_src);
 	t->fold_src = NULL;
+	/* A fold still in limbo at close (the store failed to the end) is
+	 * lost, as the cells' adds are. */
+	for (size_t i = 0; t->limbo_ops != NULL && i < t->limbo_n; i++)
+		free((void *)(uintptr_t)t->limbo_ops[i].key);
+	t->limbo_n = 0;
+	free(t->limbo_ops);
+	t->limbo_ops = NULL;
+	free(t->limbo_src);
+	t->limbo_src = NULL;
 	free(t->settle);
 	t->settle = NULL;
 }
@@ -233,6 +272,42 @@ void stripes_folded(tally *t, size_t n)
 			c->delta -= op->value;
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+int stripes_put_back(tally *t, const store_op *ops, const uint8_t *src,
+                     size_t n, size_t *done)
+{
+	*done = 0;
+	for (size_t i = 0; i < n; i++) {
+		const store_op *op = &ops[i];
+		int put = 0;
+
+		/* Its own stripe first (its cell is likely still there), then
+		 * any with the key or with room: a read sums them all. */
+		for (int k = 0; !put && k < STRIPES; k++) {
+			stripe *s = &t->stripes[(src[i] + k) % STRIPES];
+			stripe_cell *c;
+
+			pthread_mutex_lock(&s->lock);
+			c = hmap_get(s->cells, op->key, op->key_len);
+			if (c == NULL &&
+			    hmap_count(s->cells) < STRIPE_CELLS_MAX)
+				c = hmap_put(s->cells, op->key, op->key_len,
+				             NULL);
+			if (c != NULL) {
+				c->delta += op->value;
+				c->idle = 0;
+				put = 1;
+			}
+			pthread_mutex_unlock(&s->lock);
+		}
+		if (!put)
+			return TALLY_ENOMEM;
+		(*done)++;
+		if (hmap_put(t->striped, op->key, op->key_len, NULL) == NULL)
+			return TALLY_ENOMEM;
+	}
+	return TALLY_OK;
 }
 
 /* Whether each of the n counters of t->settle has a stored value that

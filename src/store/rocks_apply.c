@@ -252,7 +252,8 @@ static void put_token(rocks *r, const store_op *op)
 {
 	uint8_t key[META_KEY_MAX], val[2 * VARINT_MAX];
 	size_t klen = meta_key(key, META_TOKEN, op->token, op->token_len);
-	size_t n = varint_put_i64(val, op->result);
+	size_t n = varint_put_i64(val, op->token_mark ? op->token_result
+	                                              : op->result);
 
 	n += varint_put_i64(val + n, op->token_expiry_ms);
 	rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key, klen,
@@ -296,8 +297,8 @@ static int apply_op(rocks *r, store_op *op)
 	/* A write's token is stored with it; a purge's names what it deletes
 	 * (stored again here, it was never deleted: every token ever used
 	 * stayed in META). */
-	if (rc == TALLY_OK && op->err == TALLY_OK && op->token != NULL &&
-	    op->kind != STORE_OP_TOKEN_DEL)
+	if (rc == TALLY_OK && (op->err == TALLY_OK || op->token_mark) &&
+	    op->token != NULL && op->kind != STORE_OP_TOKEN_DEL)
 		put_token(r, op);
 	return rc;
 }

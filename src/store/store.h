@@ -41,6 +41,11 @@ typedef struct store_op {
 	                         write when it succeeds; NULL for none */
 	uint32_t token_len;
 	int64_t token_expiry_ms;
+	/* An async fold's mark (stores with token_get only): the token is
+	 * persisted whatever the op's outcome, with token_result as its
+	 * result, in the batch's atomic write. */
+	uint8_t token_mark;
+	int64_t token_result;
 	/* out */
 	int err;             /* TALLY_OK or the write's own error (overflow) */
 	int64_t result;
