@@ -1006,6 +1006,9 @@ static int limbo_resolve(tally *t)
 		return rc;
 	if (rc == TALLY_OK && result == (int64_t)t->limbo_seq) {
 		done = t->limbo_n;
+		for (size_t i = 0; i < done; i++)
+			if (t->limbo_ops[i].err != TALLY_OK)
+				atomic_fetch_add(&t->st_fold_overflow, 1);
 	} else {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = stripes_put_back(t, t->limbo_ops, t->limbo_src,

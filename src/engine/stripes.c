@@ -282,6 +282,10 @@ int stripes_put_back(tally *t, const store_op *ops, const uint8_t *src,
 		const store_op *op = &ops[i];
 		int put = 0;
 
+		/* Striped first: a queued write of the key must fold the adds
+		 * put back ahead of it (a SET after them would be undone). */
+		if (hmap_put(t->striped, op->key, op->key_len, NULL) == NULL)
+			return TALLY_ENOMEM;
 		/* Its own stripe first (its cell is likely still there), then
 		 * any with the key or with room: a read sums them all. */
 		for (int k = 0; !put && k < STRIPES; k++) {
@@ -304,8 +308,6 @@ int stripes_put_back(tally *t, const store_op *ops, const uint8_t *src,
 		if (!put)
 			return TALLY_ENOMEM;
 		(*done)++;
-		if (hmap_put(t->striped, op->key, op->key_len, NULL) == NULL)
-			return TALLY_ENOMEM;
 	}
 	return TALLY_OK;
 }

@@ -7,7 +7,9 @@
  *
  * A mode is ERR-WHAT or ERR-WHAT-once. ERR is eio or enospc; WHAT is write
  * (write, pwrite, writev, pwritev, fallocate), fsync (fsync, fdatasync,
- * sync_file_range) or all. A "-once" mode fails one call, then writes "off"
+ * sync_file_range), all, or write-after (the write is made, then reported
+ * failed: a write whose outcome its caller cannot know). A "-once" mode
+ * fails one call, then writes "off"
  * to the control file, so a test can see that the fault was consumed.
  * A second word limits the fault to files whose names end with it:
  * "eio-fsync-once .log" fails the next fsync of a RocksDB WAL file only.
@@ -44,6 +46,7 @@
 #define M_SYNC 2u
 #define M_ONCE 4u
 #define M_STALL 8u
+#define M_AFTER 16u
 #define M_ERRNO_SHIFT 8
 
 #define EXPORT __attribute__((visibility("default")))
@@ -150,7 +153,7 @@ static uint32_t mode_parse(const char *s)
 	};
 	static const struct { const char *name; uint32_t what; } whats[] = {
 		{ "write", M_WRITE }, { "fsync", M_SYNC },
-		{ "all", M_WRITE | M_SYNC },
+		{ "all", M_WRITE | M_SYNC }, { "write-after", M_WRITE | M_AFTER },
 	};
 
 	if (s[0] == '\0' || strcmp(s, "off") == 0)
@@ -279,8 +282,9 @@ static int fd_in_dir(int fd)
 	                   memcmp(path + n - sl, suffix, sl) == 0);
 }
 
-/* The errno this call on fd must fail with, or 0 to let it through. */
-static int fault(int fd, uint32_t kind)
+/* The errno this call on fd must fail with, or 0 to let it through;
+ * *after (may be NULL) says whether the call is to be made first. */
+static int fault(int fd, uint32_t kind, int *after)
 {
 	uint32_t m;
 
@@ -311,16 +315,31 @@ static int fault(int fd, uint32_t kind)
 		if (!mine)
 			return 0; /* another call took the one fault */
 	}
+	if (after != NULL)
+		*after = (m & M_AFTER) != 0;
 	return (int)(m >> M_ERRNO_SHIFT);
 }
 
 #define FAIL_IF(fd, kind, ret)                                               \
 	do {                                                                 \
-		int e_ = fault((fd), (kind));                                \
+		int e_ = fault((fd), (kind), NULL);                          \
 		if (e_ != 0) {                                               \
 			errno = e_;                                          \
 			return (ret);                                        \
 		}                                                            \
+	} while (0)
+
+/* A write: failed before it is made, or (write-after) made, then failed. */
+#define WRITE(fd, call)                                                      \
+	do {                                                                 \
+		int after_ = 0, e_ = fault((fd), M_WRITE, &after_);          \
+		if (e_ != 0) {                                               \
+			if (after_)                                          \
+				(void)(call);                                \
+			errno = e_;                                          \
+			return -1;                                           \
+		}                                                            \
+		return (call);                                               \
 	} while (0)
 
 #define CALL(fn, ...) (real.fn != NULL ? real.fn(__VA_ARGS__) : \
@@ -328,45 +347,38 @@ static int fault(int fd, uint32_t kind)
 
 EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(write, fd, buf, n);
+	WRITE(fd, CALL(write, fd, buf, n));
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(pwrite, fd, buf, n, off);
+	WRITE(fd, CALL(pwrite, fd, buf, n, off));
 }
 
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(pwrite64, fd, buf, n, off);
+	WRITE(fd, CALL(pwrite64, fd, buf, n, off));
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(writev, fd, iov, cnt);
+	WRITE(fd, CALL(writev, fd, iov, cnt));
 }
 
 EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(pwritev, fd, iov, cnt, off);
+	WRITE(fd, CALL(pwritev, fd, iov, cnt, off));
 }
 
 EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(pwritev64, fd, iov, cnt, off);
+	WRITE(fd, CALL(pwritev64, fd, iov, cnt, off));
 }
 
 EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off,
                         int flags)
 {
-	FAIL_IF(fd, M_WRITE, -1);
-	return CALL(pwritev2, fd, iov, cnt, off, flags);
+	WRITE(fd, CALL(pwritev2, fd, iov, cnt, off, flags));
 }
 
 /* fallocate reserves space: it fails like a write (ENOSPC is its real
@@ -386,7 +398,7 @@ EXPORT int fallocate64(int fd, int mode, off_t off, off_t len)
 /* posix_fallocate returns the error instead of setting errno. */
 EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 {
-	int e = fault(fd, M_WRITE);
+	int e = fault(fd, M_WRITE, NULL);
 
 	if (e != 0)
 		return e;
@@ -396,7 +408,7 @@ EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 
 EXPORT int posix_fallocate64(int fd, off_t off, off_t len)
 {
-	int e = fault(fd, M_WRITE);
+	int e = fault(fd, M_WRITE, NULL);
 
 	if (e != 0)
 		return e;

@@ -253,8 +253,9 @@ section "2d. async adds whose fold fails: folded again if, and only if, it did n
 # tally_counter_add()'s adds wait in cells; a fold whose write fails has
 # an unknown outcome. Its mark, read back by the recovery, tells. Before,
 # the cells let go of those adds and they were lost (1.27M to 1.53M of
-# some 16M).
-for mode in eio-write eio-fsync; do
+# some 16M). "eio-write-after-once .log": the next write to RocksDB's WAL
+# is made, then reported failed (a fold's, as a rule).
+for mode in eio-write eio-fsync "eio-write-after-once .log"; do
 	mkdir -p "$TMP/ff"
 	echo off >"$TMP/ff.ctl"
 	out=$(LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/ff TALLY_FAULT_CTL=$TMP/ff.ctl \
