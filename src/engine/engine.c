@@ -610,13 +610,21 @@ static void limbo_take(tally *t, size_t n)
 }
 
 /* Async mode: fold the striped cells into the store (INCRBY ops ahead of
- * nothing else) when due or when ops of this batch need them folded. */
-static int fold(tally *t)
+ * nothing else) when due or when ops of this batch need them folded.
+ * mark: write the fold's mark (stores with token_get), so that a failure
+ * of unknown outcome is resolved by the recovery, not dropped. Only the
+ * folds that are due are marked: a mark takes the fold through RocksDB's
+ * WAL, and a fold ahead of each batch of a counter that also takes
+ * tally_counter_add() then switched files at every batch, an fsync each
+ * (tally_incrby() mixed with tally_counter_add() on one key: 3k to 6k
+ * calls/s marked, 64k to 81k unmarked). */
+static int fold(tally *t, int mark)
 {
 	size_t n = 0;
 	int rc = stripes_drain(t, &n);
 	store_batch b = { t->fold_ops, n, 0, 0 };
-	int marked = rc == TALLY_OK && n > 0 && t->st->vt->token_get != NULL;
+	int marked = mark && rc == TALLY_OK && n > 0 &&
+	             t->st->vt->token_get != NULL;
 
 	/* No fold runs while one is in limbo: the store is failed until the
 	 * recovery resolves it. */
@@ -671,7 +679,7 @@ static void sync_requests(tally *t, int async)
 		t->last_flush_ns = eng_now_ns();
 	} else if (async) {
 		pthread_rwlock_wrlock(&t->fold_lock);
-		rc = fold(t);
+		rc = fold(t, 1);
 		stripes_settle(t);
 		pthread_rwlock_unlock(&t->fold_lock);
 		if (store_failure(rc))
@@ -725,7 +733,7 @@ static void commit_batch(tally *t, size_t n)
 	tokens_resolve(t, n, eng_now_ms());
 	if (folding) {
 		pthread_rwlock_wrlock(&t->fold_lock);
-		rc = fold(t);
+		rc = fold(t, 0);
 	}
 	if (rc == TALLY_OK)
 		rc = t->st->vt->apply(t->st, &b);
@@ -773,7 +781,7 @@ static void *committer_main(void *arg)
 	if (async && !t->failed) {
 		pthread_mutex_lock(&t->commit_lock);
 		pthread_rwlock_wrlock(&t->fold_lock);
-		(void)fold(t);
+		(void)fold(t, 0); /* a limbo now would die with the handle */
 		pthread_rwlock_unlock(&t->fold_lock);
 		(void)store_sync(t);
 		pthread_mutex_unlock(&t->commit_lock);
