@@ -133,8 +133,9 @@ enum tally_durability {
 	 *  A crash of the machine (not of the process) can lose the writes of
 	 *  the last interval; tally_counter_add()'s adds wait in memory until
 	 *  the interval's fold, so a crash of the process can lose those too
-	 *  (and, with the redis-cluster store, a store failure during that
-	 *  fold: see docs/RELIABILITY.md). */
+	 *  (and a store failure during a fold the recovery cannot resolve:
+	 *  with the redis-cluster store, or a fold made ahead of a write of
+	 *  the same counter; see docs/RELIABILITY.md). */
 	TALLY_DURABILITY_ASYNC = 1
 };
 
