@@ -19,17 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault_ctl.h"
 #include "tally.h"
-
-static int set_fault(const char *ctl, const char *mode)
-{
-	FILE *f = fopen(ctl, "w");
-
-	if (f == NULL)
-		return -1;
-	fprintf(f, "%s\n", mode);
-	return fclose(f);
-}
 
 #define ROUNDS 5
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault_ctl.h"
 #include "tally.h"
 
 #define THREADS 4
@@ -41,16 +42,6 @@ static void sleep_ms(long ms)
 
 	while (nanosleep(&ts, &ts) != 0)
 		;
-}
-
-static int set_fault(const char *ctl, const char *mode)
-{
-	FILE *f = fopen(ctl, "w");
-
-	if (f == NULL)
-		return -1;
-	fprintf(f, "%s\n", mode);
-	return fclose(f);
 }
 
 static void *adder(void *arg)
