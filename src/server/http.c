@@ -366,7 +366,8 @@ static const char *url_field(const http_conn *c,
 }
 
 /* Percent-decode the URL's path into c->path, keep its query raw. A NUL
- * would cut the NUL-terminated path short (and no name may hold one). */
+ * would cut the NUL-terminated path short: %00 is refused, so a counter
+ * whose name holds one (RESP can make it) cannot be named here. */
 static int conn_split_url(http_conn *c)
 {
 	struct http_parser_url u;
@@ -537,6 +538,12 @@ size_t http_conn_pending(const http_conn *c)
 {
 	assert(c != NULL && c->in_off <= c->in.len);
 	return c->in.len - c->in_off;
+}
+
+int http_conn_head_method(const http_conn *c)
+{
+	assert(c != NULL);
+	return c->begun && c->parser.method == HTTP_HEAD;
 }
 
 int http_conn_midway(const http_conn *c)

@@ -55,6 +55,9 @@ size_t http_conn_pending(const http_conn *c);
 /* 1 while part of a request has come and not the rest of it (not once a
  * whole request is in, nor between requests). */
 int http_conn_midway(const http_conn *c);
+/* 1 when the request under way is a HEAD (its method read): an error
+ * answered to it has no body. */
+int http_conn_head_method(const http_conn *c);
 /* Status (400, 413, 414, 431, 501, 503, 505) and message of the reader's
  * error. */
 int http_conn_error(const http_conn *c, const char **msg);

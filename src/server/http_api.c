@@ -372,7 +372,9 @@ static int query_u64(api_ctx *x, const char *key, uint64_t dflt, uint64_t lo,
 	char val[API_QVAL_MAX];
 	int rc = query_find(x->rq->query ? x->rq->query : "", key, val);
 	*out = dflt;
-	if (rc == 1)
+	/* Absent or empty ("?limit=&before=", as README writes the route):
+	 * the default. */
+	if (rc == 1 || (rc == 0 && val[0] == '\0'))
 		return 0;
 	if (rc == 0 && parse_u64(val, strlen(val), out) == 0 && *out >= lo &&
 	    *out <= hi)
@@ -1173,6 +1175,10 @@ static int route_match(const char *pat, const char *path, api_cap *cap,
 			return 1;
 		}
 		if (pat[0] == '*') {
+			/* "/v1/objects/article/42/" names no route: 404, not
+			 * a 400 about an empty name. */
+			if (seg == 0)
+				return 0;
 			assert(n < API_CAPS_MAX);
 			cap[n++] = (api_cap){path, seg};
 			pat++;

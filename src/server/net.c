@@ -1001,6 +1001,7 @@ static void http_reply_close(conn *c, int status, const char *msg)
 	rs.body = body;
 	rs.body_len = strlen(body);
 	rs.content_type = "application/json";
+	rs.head = http_conn_head_method(c->hc);
 	http_respond(c, &rs, 0);
 }
 

@@ -237,6 +237,15 @@ http GET "/v1/objects/clip/9/like/recent?limit=1001"
 assert_http_error "limit=1001: 400" 400 "limit"
 http GET "/v1/objects/clip/9/like/recent?before=x"
 assert_http_error "before=x: 400" 400 "before"
+http GET "/v1/objects/clip/9/like/recent?limit=&before="
+assert_eq "empty limit= and before= (README's form of the route): the defaults" \
+	"200 6" "$HTTP_CODE $(grep -o '"member"' <<<"$HTTP_BODY" | wc -l)"
+# A trailing slash leaves a name empty: no route, where it was a 400 about
+# the empty name.
+for p in /v1/objects/clip/9/ /v1/members/5/ /v1/objects/clip/; do
+	http GET "$p"
+	assert_http_error "GET $p: 404" 404
+done
 
 section "members"
 http GET /v1/objects/clip/9/like/members/3
@@ -311,6 +320,9 @@ assert_match "a non-HTTP request gets a 4xx and a close" '^HTTP/1\.1 4[0-9][0-9]
 resp=$(raw_resp "$T_HTTP" 'POST /v1/counters/te/incr HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n')
 assert_match "a transfer coding other than chunked: 501 and a close" \
 	'^HTTP/1\.1 501 .*only the chunked transfer coding.*<EOF>$' "$resp"
+resp=$(raw_resp "$T_HTTP" 'HEAD /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n')
+assert_match "a HEAD refused by the parser: 501 without a body (it had one)" \
+	'^HTTP/1\.1 501 .*\\r\\n\\r\\n<EOF>$' "$resp"
 resp=$(raw_resp "$T_HTTP" 'POST /v1/counters/te/incr HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')
 assert_match "two Transfer-Encoding fields: 501" '^HTTP/1\.1 501 ' "$resp"
 resp=$(raw_resp "$T_HTTP" 'POST /v1/counters/te/incr HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n')
