@@ -372,14 +372,16 @@ TALLY_API int tally_mget(tally *t, const void *const *keys, const size_t *lens,
 
 /**
  * Set a counter to a value (creating it).
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED;
+ *         TALLY_ENOMEM.
  */
 TALLY_API int tally_set(tally *t, const void *key, size_t key_len, int64_t value);
 
 /**
  * Delete a counter.
  * @param existed receives 1 if it existed, 0 if not; may be NULL.
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO; TALLY_ECLOSED;
+ *         TALLY_ENOMEM.
  */
 TALLY_API int tally_del(tally *t, const void *key, size_t key_len, int *existed);
 
@@ -426,7 +428,9 @@ typedef struct tally_type_info {
  * @param mode TALLY_MODE_UNIQUE or TALLY_MODE_TOTAL.
  * @return TALLY_OK; TALLY_EINVAL (bad mode, bad characters);
  *         TALLY_EKEYSIZE; TALLY_ETYPEEXISTS (same name, other mode);
- *         TALLY_ELIMIT (TALLY_TYPES_MAX reached); TALLY_EIO; TALLY_ECLOSED.
+ *         TALLY_ELIMIT (TALLY_TYPES_MAX reached); TALLY_EIO; TALLY_ECLOSED;
+ *         TALLY_ENOMEM (the type may be stored all the same: the next
+ *         write then fails the store, whose recovery reloads the types).
  */
 TALLY_API int tally_type_add(tally *t, const char *name, int mode);
 
@@ -469,7 +473,9 @@ typedef struct tally_event {
  * @return TALLY_OK; TALLY_EINVAL (NULL, member 0 on a unique type, delta or
  *         at_ms out of range); TALLY_EKEYSIZE (name or id length);
  *         TALLY_ENOTYPE; TALLY_EOVERFLOW (total would overflow);
- *         TALLY_ELIMIT (too many content types); TALLY_EIO; TALLY_ECLOSED.
+ *         TALLY_ELIMIT (too many content types); TALLY_EIO; TALLY_ECLOSED;
+ *         TALLY_ECORRUPT (a stored value it reads does not decode: this
+ *         write alone fails); TALLY_ENOMEM.
  * With an id: a token seen within the retention window returns the result
  * of its first successful use and changes nothing, across restarts too.
  */
@@ -554,6 +560,9 @@ TALLY_API int tally_write_async(tally *t, const tally_write *w, tally_write_cb c
  * @return TALLY_OK (all queued; cb will run n times); or, with nothing
  *         queued and cb never run: TALLY_EINVAL (n out of range, NULL
  *         arguments), and any error of tally_write_async() for any write.
+ *         (Content types that writes before the failing one named for the
+ *         first time stay registered: a type's id is taken as its write
+ *         is prepared.)
  * Blocks until the queue has room for all n.
  */
 TALLY_API int tally_write_group_async(tally *t, const tally_write *ws,
@@ -594,7 +603,8 @@ TALLY_API int tally_write_sync(tally *t, const tally_write *w, int64_t *result);
 /**
  * Count of one object for one counting type.
  * @param out receives the count (0 for an object with no events).
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO;
+ *         TALLY_ECORRUPT (the stored total does not decode).
  */
 TALLY_API int tally_count(tally *t, const char *ctype, const char *ktype,
                 uint64_t content, int64_t *out);
@@ -666,7 +676,8 @@ TALLY_API int tally_recent(tally *t, const char *ctype, const char *ktype,
  * Whether a member is in a unique type's membership of one object.
  * @param at_ms receives the time the member was added; may be NULL.
  * @return TALLY_OK (in); TALLY_ENOTFOUND (not in); TALLY_EMODE (a total
- *         type); TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO.
+ *         type); TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO;
+ *         TALLY_ECORRUPT (the stored membership does not decode).
  */
 TALLY_API int tally_has(tally *t, const char *ctype, const char *ktype,
               uint64_t content, uint64_t member, int64_t *at_ms);

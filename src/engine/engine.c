@@ -724,10 +724,11 @@ static void commit_batch(tally *t, size_t n)
 	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
 	int rc = TALLY_OK;
 
-	if (t->failed) {
-		/* Nothing is written on top of a failure (invariant 2). */
+	if (t->failed || atomic_exchange(&t->schema_lost, 0)) {
+		/* Nothing is written on top of a failure (invariant 2), nor
+		 * on a schema that lost an id it gave (engine.h). */
 		holds_release(t, n);
-		batch_complete(t, n, t->fail_err);
+		batch_complete(t, n, t->failed ? t->fail_err : TALLY_EIO);
 		return;
 	}
 	tokens_resolve(t, n, eng_now_ms());

@@ -234,6 +234,10 @@ struct tally {
 	_Atomic uint64_t st_fold_overflow;
 	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];
 	_Atomic uint64_t st_store_failures, st_store_recoveries;
+	/* A registration whose record was queued could not enter the schema
+	 * in memory (out of memory), so its id would be given again: the
+	 * next batch fails the store, whose recovery reloads the schema. */
+	atomic_int schema_lost;
 };
 
 /* Take the store for reading on any thread but the committer: TALLY_OK

@@ -271,8 +271,13 @@ int schema_ctype_ensure(tally *t, const char *name, uint16_t *id)
 
 		rc = next > TALLY_CTYPES_MAX ? TALLY_ELIMIT :
 		     eng_enqueue(t, &op, ctype_persisted, NULL);
-		if (rc == TALLY_OK)
+		if (rc == TALLY_OK) {
 			rc = ctype_publish(s, name, len, next, id);
+			/* Set before reg is let go: the next name's record,
+			 * which would take the same id, fails with its batch. */
+			if (rc != TALLY_OK)
+				atomic_store(&t->schema_lost, 1);
+		}
 	}
 	pthread_mutex_unlock(&s->reg);
 	/* A shared store learns the name now, not when the op is applied:
@@ -385,6 +390,10 @@ int schema_type_add(tally *t, const char *name, int mode)
 			rc = type_insert(s, name, op.key_len, op.obj.ktype,
 			                 (uint8_t)mode);
 			pthread_rwlock_unlock(&s->lock);
+			/* Stored, yet not in memory: its id would be given
+			 * again (engine.h, schema_lost). */
+			if (rc != TALLY_OK)
+				atomic_store(&t->schema_lost, 1);
 		}
 	}
 	pthread_mutex_unlock(&s->reg);
