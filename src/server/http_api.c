@@ -1175,10 +1175,6 @@ static int route_match(const char *pat, const char *path, api_cap *cap,
 			return 1;
 		}
 		if (pat[0] == '*') {
-			/* "/v1/objects/article/42/" names no route: 404, not
-			 * a 400 about an empty name. */
-			if (seg == 0)
-				return 0;
 			assert(n < API_CAPS_MAX);
 			cap[n++] = (api_cap){path, seg};
 			pat++;
