@@ -606,7 +606,17 @@ static void limbo_take(tally *t, size_t n)
 	t->fold_ops = ops;
 	t->fold_src = src;
 	t->limbo_n = n;
-	t->limbo_seq = t->fold_seq;
+}
+
+/* Fold ops done with: their keys freed; landed, their overflows counted. */
+static void fold_ops_release(tally *t, const store_op *ops, size_t n,
+                             int landed)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (landed && ops[i].err != TALLY_OK)
+			atomic_fetch_add(&t->st_fold_overflow, 1);
+		free((void *)(uintptr_t)ops[i].key);
+	}
 }
 
 /* Async mode: fold the striped cells into the store (INCRBY ops ahead of
@@ -650,14 +660,7 @@ static int fold(tally *t, int mark)
 		limbo_take(t, n);
 		return rc;
 	}
-	for (size_t i = 0; rc == TALLY_OK && i < n; i++) {
-		if (t->fold_ops[i].err != TALLY_OK)
-			atomic_fetch_add(&t->st_fold_overflow, 1);
-		free((void *)(uintptr_t)t->fold_ops[i].key);
-	}
-	if (rc != TALLY_OK)
-		for (size_t i = 0; i < n; i++)
-			free((void *)(uintptr_t)t->fold_ops[i].key);
+	fold_ops_release(t, t->fold_ops, n, rc == TALLY_OK);
 	return rc;
 }
 
@@ -1005,7 +1008,7 @@ static int limbo_resolve(tally *t)
 {
 	int64_t result = 0, expiry_ms = 0;
 	size_t done = 0;
-	int rc;
+	int landed, rc;
 
 	if (t->limbo_n == 0)
 		return TALLY_OK;
@@ -1013,19 +1016,17 @@ static int limbo_resolve(tally *t)
 	                          &expiry_ms);
 	if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
 		return rc;
-	if (rc == TALLY_OK && result == (int64_t)t->limbo_seq) {
+	/* No fold ran since: the last number given is the limbo's. */
+	landed = rc == TALLY_OK && result == (int64_t)t->fold_seq;
+	if (landed) {
 		done = t->limbo_n;
-		for (size_t i = 0; i < done; i++)
-			if (t->limbo_ops[i].err != TALLY_OK)
-				atomic_fetch_add(&t->st_fold_overflow, 1);
 	} else {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = stripes_put_back(t, t->limbo_ops, t->limbo_src,
 		                      t->limbo_n, &done);
 		pthread_rwlock_unlock(&t->fold_lock);
 	}
-	for (size_t i = 0; i < done; i++)
-		free((void *)(uintptr_t)t->limbo_ops[i].key);
+	fold_ops_release(t, t->limbo_ops, done, landed);
 	memmove(t->limbo_ops, t->limbo_ops + done,
 	        (t->limbo_n - done) * sizeof *t->limbo_ops);
 	memmove(t->limbo_src, t->limbo_src + done, t->limbo_n - done);

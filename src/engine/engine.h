@@ -223,8 +223,8 @@ struct tally {
 	store_op *limbo_ops;
 	uint8_t *limbo_src;
 	size_t limbo_n;
-	uint64_t limbo_seq;
-	/* The token every fold writes, its result the fold's number. */
+	/* The token every fold writes, its result the fold's number (no
+	 * fold runs while one is in limbo: the last is the limbo's). */
 	uint8_t fold_tok[FOLD_TOK_LEN];
 	uint64_t fold_seq;
 

@@ -749,39 +749,25 @@ static int plan_sums(rc_seg *s)
 		if (g->kind != G_SUM_NAMED && g->kind != G_SUM_UNIQUE)
 			continue;
 		g->first = s->c2.n;
-		if (g->kind == G_SUM_UNIQUE) {
-			g->n = RC_SUBS;
-			tl = rc_obj_tag(s->r, tag, sizeof tag, &op->obj);
-		}
-		for (uint32_t k = 0; k < g->n; k++) {
-			/* A counter's shard 0 is read with its shard count
-			 * (same slot), which another tallyd may have raised
+		if (g->kind == G_SUM_NAMED) {
+			/* As a read does: shard 0 with the shard count,
+			 * which another tallyd may have raised
 			 * (sums_grown()). */
-			int cfg = g->kind == G_SUM_NAMED && k == 0;
-			cluster_cmd *cmd = rc_cmd(&s->c2, cfg ? 3 : 2, 0);
-			int n, nc = 0;
+			tl = counter_tag(tag, op, 0);
+			if (rc_counter_reads(&s->c2, tag, tl, g->n) != TALLY_OK)
+				return TALLY_ENOMEM;
+			continue;
+		}
+		g->n = RC_SUBS;
+		tl = rc_obj_tag(s->r, tag, sizeof tag, &op->obj);
+		for (uint32_t k = 0; k < g->n; k++) {
+			cluster_cmd *cmd = rc_cmd(&s->c2, 2, 0);
+			int n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s#%u}",
+			                 (int)tl, tag, k);
 
-			if (g->kind == G_SUM_UNIQUE) {
-				n = snprintf(s->key, RC_KEY_MAX, "t:m:{%.*s#%u}",
-				             (int)tl, tag, k);
-			} else {
-				tl = counter_tag(tag, op, k);
-				n = snprintf(s->key, RC_KEY_MAX, "t:c:{%.*s}",
-				             (int)tl, tag);
-				if (cfg)
-					nc = snprintf(s->key2, RC_KEY_MAX,
-					              "t:cfg:{%.*s}", (int)tl,
-					              tag);
-			}
 			if (cmd == NULL || n < 0 || n >= RC_KEY_MAX ||
-			    nc < 0 || nc >= RC_KEY_MAX ||
-			    rc_arg(&s->c2, cmd, 0,
-			           g->kind == G_SUM_UNIQUE ? "HLEN"
-			           : cfg ? "MGET" : "GET",
-			           g->kind == G_SUM_UNIQUE || cfg ? 4 : 3) ||
-			    rc_arg(&s->c2, cmd, 1, s->key, (size_t)n) ||
-			    (cfg && rc_arg(&s->c2, cmd, 2, s->key2,
-			                   (size_t)nc)))
+			    rc_arg(&s->c2, cmd, 0, "HLEN", 4) ||
+			    rc_arg(&s->c2, cmd, 1, s->key, (size_t)n))
 				return TALLY_ENOMEM;
 			cmd->slot = rc_slot(s->key, (size_t)n);
 		}

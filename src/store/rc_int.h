@@ -166,6 +166,10 @@ int rc_reply_i64(const redisReply *rep, int64_t *out, int *nil);
  * tag: TALLY_OK or TALLY_ENOMEM. */
 int rc_shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
                    uint32_t to);
+/* The reads of a counter's n known shards: MGET of shard 0 and its shard
+ * count (t:cfg, the same slot), then GET of shards 1..n-1. TALLY_OK or
+ * TALLY_ENOMEM. */
+int rc_counter_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t n);
 /* The shard count another tallyd wrote for a counter (t:cfg, element 1
  * of the reply to MGET of its shard 0 and t:cfg): *now is raised to it
  * when it is more than known and within bounds, else is known.

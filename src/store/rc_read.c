@@ -44,22 +44,6 @@ static int add_reply(const redisReply *rep, int64_t *sum, int *found)
  * the pipeline at RC_MGET_CHUNK * (RC_SHARDS_MAX + 1) commands. */
 #define RC_MGET_CHUNK 64
 
-/* The first read of a counter: MGET of shard 0 and the shard count kept
- * in the cluster, then GET of shards 1..n-1. */
-static int counter_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t n)
-{
-	char k0[RC_KEY_MAX], kc[RC_KEY_MAX];
-	int l0 = snprintf(k0, sizeof k0, "t:c:{%.*s}", (int)tl, tag);
-	int lc = snprintf(kc, sizeof kc, "t:cfg:{%.*s}", (int)tl, tag);
-	cluster_cmd *cmd = rc_cmd(c, 3, rc_slot(k0, (size_t)l0));
-
-	if (cmd == NULL || rc_arg(c, cmd, 0, "MGET", 4) ||
-	    rc_arg(c, cmd, 1, k0, (size_t)l0) ||
-	    rc_arg(c, cmd, 2, kc, (size_t)lc))
-		return TALLY_ENOMEM;
-	return rc_shard_reads(c, tag, tl, 1, n);
-}
-
 /* Up to RC_MGET_CHUNK counters: one pipeline of every known shard of
  * each, then one of the shards other tallyds added since this one last
  * looked. out[i] is the sum, found[i] whether any shard exists. */
@@ -79,7 +63,7 @@ static int mget_chunk(rcs *r, const uint8_t *const *keys, const size_t *lens,
 
 		known[i] = rc_shards_get(r, keys[i], lens[i]);
 		first[i] = c.n;
-		rc = counter_reads(&c, tag, tl, known[i]);
+		rc = rc_counter_reads(&c, tag, tl, known[i]);
 	}
 	if (rc == TALLY_OK)
 		rc = exec_read(r, &c);

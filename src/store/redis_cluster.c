@@ -367,6 +367,20 @@ int rc_shard_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t from,
 	return TALLY_OK;
 }
 
+int rc_counter_reads(rc_cmds *c, const char *tag, size_t tl, uint32_t n)
+{
+	char k0[RC_KEY_MAX], kc[RC_KEY_MAX];
+	int l0 = snprintf(k0, sizeof k0, "t:c:{%.*s}", (int)tl, tag);
+	int lc = snprintf(kc, sizeof kc, "t:cfg:{%.*s}", (int)tl, tag);
+	cluster_cmd *cmd = rc_cmd(c, 3, rc_slot(k0, (size_t)l0));
+
+	if (cmd == NULL || rc_arg(c, cmd, 0, "MGET", 4) ||
+	    rc_arg(c, cmd, 1, k0, (size_t)l0) ||
+	    rc_arg(c, cmd, 2, kc, (size_t)lc))
+		return TALLY_ENOMEM;
+	return rc_shard_reads(c, tag, tl, 1, n);
+}
+
 int rc_cfg_check(const redisReply *rep, uint32_t known, uint32_t *now)
 {
 	int64_t cfg;

@@ -430,8 +430,7 @@ static void rocks_close(store *s)
 	if (r == NULL)
 		return;
 	rocks_journal_close(r);
-	if (r->db != NULL && !r->failed && !atomic_load(&r->logs_failed) &&
-	    r->ck_wb != NULL)
+	if (r->db != NULL && !rocks_failed(r) && r->ck_wb != NULL)
 		flush_all(r);
 	if (r->db != NULL) {
 		for (int i = 0; i < CF_COUNT; i++)

@@ -536,9 +536,7 @@ static void members_preload(rocks *r, const store_op *ops, size_t n)
 	}
 }
 
-/* The committer's check before it writes or syncs: a failure of the logs'
- * sync on another thread fails the store as its own would. */
-static int rocks_failed(rocks *r)
+int rocks_failed(rocks *r)
 {
 	if (r->failed == TALLY_OK)
 		r->failed = atomic_load(&r->logs_failed);

@@ -268,6 +268,10 @@ int rocks_logs_fail(rocks *r, int rc);
  * failure (kept, as above). The caller holds r->jf.mu: two threads
  * between the check and the sync could sync after a failure. */
 int rocks_wal_sync(rocks *r);
+/* The committer's check before it writes or syncs (or closes): a failure
+ * of the logs on another thread fails the store as its own would. The
+ * store's failure, or TALLY_OK. */
+int rocks_failed(rocks *r);
 uint64_t rocks_now_ns(void);
 /* Count one fsync of ns in the histogram and totals. */
 void rocks_sync_count(rocks *r, uint64_t ns);

@@ -923,8 +923,8 @@ void rocks_journal_close(rocks *r)
 		pthread_mutex_unlock(&r->ck_mu);
 		pthread_join(r->ck_thread, NULL);
 		r->ck_started = 0;
-		if (!r->failed && !atomic_load(&r->logs_failed) &&
-		    reap(r) == TALLY_OK && r->frozen[0] == NULL) {
+		if (!rocks_failed(r) && reap(r) == TALLY_OK &&
+		    r->frozen[0] == NULL) {
 			hmap *tab[2] = { r->dirty[0], r->dirty[1] };
 
 			/* With nothing dirty, the last checkpoint covers
