@@ -846,9 +846,11 @@ TALLY_API int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap,
 /**
  * Compact the whole store: flush memory to table files and rewrite every
  * level into the bottom one (ZSTD), folding merges and dropping deleted
- * entries. Writes go on meanwhile. Takes long on big databases (minutes
- * for GiBs): an operator's or a benchmark's tool, never needed for
- * correctness.
+ * entries. It first waits for a background checkpoint that is running,
+ * and holds writes while it writes out what memory holds (the journal's
+ * worth, up to the checkpoint bound); writes go on during the rewrite.
+ * Takes long on big databases (minutes for GiBs): an operator's or a
+ * benchmark's tool, never needed for correctness.
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (a write, a sync of the
  *         journal, or RocksDB's flush or compaction failed: the store then
  *         refuses writes until it is reopened, as after any disk fault);

@@ -195,6 +195,11 @@ typedef struct rocks {
 	int ck_err;          /* the last checkpoint's result, under ck_mu */
 	int ck_stop;
 	int ck_started;
+	/* Called by the checkpoint thread before each checkpoint's write,
+	 * if set before the first one: tests hold a checkpoint running with
+	 * it. NULL otherwise. */
+	void (*ck_hook)(void *arg);
+	void *ck_hook_arg;
 	int locks_ok;        /* how many of the three locks exist */
 	uint64_t ck_upto;    /* the frozen tables cover records up to this */
 	uint64_t ck_counters; /* named counters as of ck_upto */
@@ -332,10 +337,11 @@ int rocks_journal_init(rocks *r, uint64_t journal_max);
  * thread. */
 int rocks_journal_load(rocks *r, const char *dir);
 void rocks_journal_close(rocks *r);
-/* Write what memory holds (values and events, frozen then dirty) to the
- * column families as well, for a compaction to see it all, without
- * covering any journal record: they stay in memory and in the journal
- * until their checkpoint. Any thread. */
+/* Write what memory holds (values and events of the dirty tables, and of
+ * the frozen ones if their checkpoint has not landed) to the column
+ * families as well, for a compaction to see it all, without covering any
+ * journal record: they stay in memory and in the journal until their
+ * checkpoint. Waits for a running checkpoint first. Any thread. */
 int rocks_journal_spill(rocks *r);
 /* The committer works through a batch's ops, and a commit through its
  * events, in blocks of this many: their map lookups hinted at once, their

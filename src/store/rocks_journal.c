@@ -610,23 +610,36 @@ int rocks_journal_spill(rocks *r)
 {
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
 	sorted ents = { 0 };
-	int rc;
+	int frozen_landed, rc;
 
 	if (wb == NULL)
 		return TALLY_ENOMEM;
-	/* Held throughout: no freeze, so no checkpoint of newer values can
-	 * land before this write of older ones. A running checkpoint's
-	 * older values may land after it; reads see memory first, and the
-	 * next checkpoint writes the newer values again. Nor can a batch
-	 * reach memory meanwhile. */
+	/* A running checkpoint lands first. Written apart from it, the
+	 * newer events would be chunked from their own generation's first
+	 * event, and a crash before it landed would replay both
+	 * generations as one, chunked from the older one's first: the
+	 * newer chunks would stay beside the replay's, and RECENT and
+	 * HISTORY would list their events twice. Both locks held
+	 * throughout (in freeze()'s order): no freeze, so no checkpoint
+	 * starts or lands meanwhile, nor can a batch reach memory. */
+	pthread_mutex_lock(&r->ck_mu);
+	while (r->ck_state == CK_RUNNING)
+		pthread_cond_wait(&r->ck_cv, &r->ck_mu);
 	rocks_dirty_rdlock(r);
-	/* The records of what is spilled go to disk first (async
+	/* Frozen tables still here are reaped next (their checkpoint
+	 * landed: written again, the same keys would be rewritten), or
+	 * their checkpoint failed and the store reopens: spill nothing. */
+	frozen_landed = r->frozen[0] != NULL && r->ck_err == TALLY_OK;
+	if (r->frozen[0] != NULL && r->ck_err != TALLY_OK)
+		rc = r->ck_err;
+	else
+		rc = rocks_sync_logs(r);
+	/* The records of what is spilled went to disk first (async
 	 * durability leaves them unsynced for up to flush_ms): the tables
 	 * may be flushed before them, and a machine crash that then lost
 	 * some would replay only the keys of the records kept, leaving the
 	 * others at the spilled values, batches in part. */
-	rc = rocks_sync_logs(r);
-	for (int g = 0; g < 2 && rc == TALLY_OK; g++) {
+	for (int g = frozen_landed; g < 2 && rc == TALLY_OK; g++) {
 		hmap *const *tab = g ? r->dirty : r->frozen;
 		const rocks_evgen *evs = g ? r->ev_dirty : r->ev_frozen;
 		char *err = NULL;
@@ -642,6 +655,7 @@ int rocks_journal_spill(rocks *r)
 			rc = rocks_logs_fail(r, rocks_write_err(err));
 	}
 	rocks_dirty_unlock(r);
+	pthread_mutex_unlock(&r->ck_mu);
 	sorted_free(&ents);
 	rocksdb_writebatch_destroy(wb);
 	return rc;
@@ -665,6 +679,8 @@ static void *ckpt_main(void *arg)
 		uint64_t seq = r->ck_seq;
 
 		pthread_mutex_unlock(&r->ck_mu);
+		if (r->ck_hook != NULL)
+			r->ck_hook(r->ck_hook_arg);
 		int rc = ckpt_write(r, tab, evs, &r->ck_jm, upto, counters,
 		                    seq);
 

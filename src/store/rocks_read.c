@@ -676,9 +676,10 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 		}
 		/* A chunk holds its events newest first; each object's are
 		 * listed oldest first, and an event only above the last one
-		 * listed. Two chunks hold the same event when a compaction
-		 * wrote a running checkpoint's events apart from the newer
-		 * ones and the process died before that checkpoint landed:
+		 * listed. Two chunks hold the same event in folders of builds
+		 * whose compaction wrote a running checkpoint's events apart
+		 * from the newer ones, if the process died before that
+		 * checkpoint landed:
 		 * the replay chunks the two together, from the older one's
 		 * first event, so its chunks (visited first, by their oldest
 		 * event) hold every event the compaction's newer ones do

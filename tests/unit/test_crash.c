@@ -54,6 +54,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +69,8 @@
 #include <cmocka.h>
 
 #include "tally.h"
+#include "engine/engine.h"   /* the handle's store: a checkpoint held */
+#include "store/rocks_int.h" /* by its hook in the spill test */
 
 enum { NKEYS = 4, NOBJ = 4, NMEMBERS = 200 };
 
@@ -283,6 +286,70 @@ static int table_child_main(char **argv)
 			return 4;
 	}
 	_exit(0);
+}
+
+/* --spill-child DB: likes of one article until a checkpoint starts, held
+ * there by the store's hook; SC_MORE more, in the next generation; then
+ * tally_compact() on a thread of its own, and death without a close while
+ * the checkpoint is still held. Exit 0: the compaction was still waiting
+ * for the checkpoint; 10: it had returned, the two generations spilled
+ * apart. */
+#define SC_MORE 200
+#define SC_CONTENT 11
+
+static atomic_int sc_held, sc_done;
+
+static void sc_hold(void *arg)
+{
+	(void)arg;
+	atomic_store(&sc_held, 1);
+	for (;;)
+		pause();
+}
+
+static void *sc_compact(void *arg)
+{
+	atomic_store(&sc_done, tally_compact(arg) == TALLY_OK ? 1 : 2);
+	return NULL;
+}
+
+static int sc_like(tally *t, uint64_t m)
+{
+	tally_event ev = { .ctype = "article", .ktype = "like",
+	                   .content = SC_CONTENT, .member = m,
+	                   .at_ms = TC_AT0 + (int64_t)m };
+
+	return tally_add(t, &ev, NULL);
+}
+
+static int spill_child_main(char **argv)
+{
+	tally_options o = { .checkpoint_kib = 4 };
+	tally *t = NULL;
+	pthread_t th;
+	uint64_t m = 0;
+
+	if (tally_open(argv[2], &o, &t) != TALLY_OK)
+		return 2;
+	((rocks *)t->st)->ck_hook = sc_hold;
+	while (!atomic_load(&sc_held))
+		if (++m > 100000 || sc_like(t, m) != TALLY_OK)
+			return 3;
+	for (int i = 0; i < SC_MORE; i++)
+		if (sc_like(t, ++m) != TALLY_OK)
+			return 4;
+	if (pthread_create(&th, NULL, sc_compact, t) != 0)
+		return 5;
+	for (int i = 0; i < 100 && atomic_load(&sc_done) == 0; i++)
+		usleep(10000);
+	switch (atomic_load(&sc_done)) {
+	case 0:
+		_exit(0);
+	case 1:
+		_exit(10);
+	default:
+		_exit(6);
+	}
 }
 
 /* argv: --crash-child DB FD SEED NEXT_OP WINDOW CLEAN_OPS DURABILITY
@@ -1224,10 +1291,80 @@ static void test_kill_after_tables_written_ahead_lists_events_once(
 	check_table_child_events(c);
 }
 
+static int sc_scan(void *arg, const tally_event_rec *ev)
+{
+	uint64_t *seen = arg;
+
+	if (ev->content != SC_CONTENT)
+		return 0;
+	if (ev->member != seen[0] + 1)
+		return 1;
+	seen[0]++;
+	return 0;
+}
+
+/* Every like once, newest first in RECENT, oldest first in the scan. */
+static void check_spill_child_events(struct crash *c)
+{
+	enum { CAP = TALLY_PAGE_MAX };
+	static tally_entry e[CAP];
+	uint64_t seen[1] = { 0 };
+	int64_t count = 0;
+	size_t n = 0;
+
+	assert_int_equal(tally_open(c->db, NULL, &c->t), TALLY_OK);
+	assert_int_equal(tally_count(c->t, "article", "like", SC_CONTENT,
+	                             &count), TALLY_OK);
+	assert_true(count > SC_MORE && count < CAP);
+	assert_int_equal(tally_recent(c->t, "article", "like", SC_CONTENT,
+	                              CAP, 0, e, &n), TALLY_OK);
+	assert_int_equal(n, (size_t)count);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(e[i].member, (uint64_t)count - i);
+	assert_int_equal(tally_events_scan(c->t, sc_scan, seen), 0);
+	assert_int_equal(seen[0], (uint64_t)count);
+	tally_closep(&c->t);
+}
+
+/* tally_compact() while a checkpoint runs waits for it: spilled apart,
+ * the newer generation's chunks would start from its own first event,
+ * and the replay after a crash (the checkpoint never landed) chunks both
+ * generations from the older one's, leaving the newer chunks beside its
+ * own: RECENT listed their events twice, out of order. */
+static void test_kill_during_checkpoint_after_compact_lists_events_once(
+    void **state)
+{
+	struct crash *c = *state;
+	char *args[] = { self_exe, "--spill-child", c->db, NULL };
+	int64_t until = mono_ms() + 120000;
+	int status = 0;
+	pid_t w;
+
+	fflush(NULL);
+	c->pid = fork();
+	assert_true(c->pid >= 0);
+	if (c->pid == 0) {
+		execv(self_exe, args);
+		_exit(127);
+	}
+	while ((w = waitpid(c->pid, &status, WNOHANG)) == 0 &&
+	       mono_ms() < until)
+		usleep(10000);
+	assert_int_equal(w, c->pid);
+	c->pid = 0;
+	assert_true(WIFEXITED(status));
+	check_spill_child_events(c);
+	check_spill_child_events(c);
+	/* 10: the compaction did not wait for the running checkpoint. */
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--table-child") == 0)
 		return table_child_main(argv);
+	if (argc == 3 && strcmp(argv[1], "--spill-child") == 0)
+		return spill_child_main(argv);
 	if (argc == 10 && strcmp(argv[1], "--crash-child") == 0)
 		return child_main(argv);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
@@ -1245,6 +1382,9 @@ int main(int argc, char **argv)
 	        crash_setup, crash_teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_kill_after_tables_written_ahead_lists_events_once,
+	        crash_setup, crash_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_kill_during_checkpoint_after_compact_lists_events_once,
 	        crash_setup, crash_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4303,7 +4303,8 @@ static int dup_scan_fn(void *arg, const tally_event_rec *ev)
 }
 
 /* The event scan (tally export) lists each event of overlapping chunks
- * once, oldest first. (RECENT and HISTORY still list the left-over
+ * once, oldest first. (Builds whose compaction did not wait for a running
+ * checkpoint left such chunks; RECENT and HISTORY list the left-over
  * chunk's events twice: docs/RELIABILITY.md.) */
 static void test_overlapping_chunks_scanned_once(void **state)
 {
