@@ -642,7 +642,8 @@ typedef struct tally_type_count {
  * order, zero counts included.
  * @param out receives up to cap entries; @param n receives the number of
  *        types (may exceed cap).
- * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO.
+ * @return TALLY_OK; TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_EIO;
+ *         TALLY_ECORRUPT (a stored total does not decode).
  */
 TALLY_API int tally_counts(tally *t, const char *ctype, uint64_t content,
                  tally_type_count *out, size_t cap, size_t *n);
@@ -677,7 +678,8 @@ TALLY_API int tally_recent(tally *t, const char *ctype, const char *ktype,
  * @param at_ms receives the time the member was added; may be NULL.
  * @return TALLY_OK (in); TALLY_ENOTFOUND (not in); TALLY_EMODE (a total
  *         type); TALLY_EINVAL; TALLY_EKEYSIZE; TALLY_ENOTYPE; TALLY_EIO;
- *         TALLY_ECORRUPT (the stored membership does not decode).
+ *         TALLY_ECORRUPT (the stored membership does not decode, or
+ *         holds a time outside 1..TALLY_AT_MS_MAX).
  */
 TALLY_API int tally_has(tally *t, const char *ctype, const char *ktype,
               uint64_t content, uint64_t member, int64_t *at_ms);

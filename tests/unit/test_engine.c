@@ -4248,6 +4248,84 @@ static void test_format4_chunks_read_after_upgrade(void **state)
 	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
 }
 
+/* Stored events whose fields no write gives (a time outside AT's range, a
+ * seq of 0, a content type id of 0) are damage: the reads that meet them
+ * answer TALLY_ECORRUPT, never the damaged field. (Before, RECENT gave a
+ * time of -5, and a seq of 0 sent a pager back to the newest for ever.) */
+static void raw_put(raw_db *d, int cf, const uint8_t *k, size_t klen,
+                    const uint8_t *v, size_t vlen)
+{
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	char *err = NULL;
+
+	rocksdb_put_cf(d->db, wo, d->h[cf], (const char *)k, klen,
+	               (const char *)v, vlen, &err);
+	assert_null(err);
+	rocksdb_writeoptions_destroy(wo);
+}
+
+static void test_damaged_event_fields_are_corrupt(void **state)
+{
+	struct fx *f = *state;
+	tally_event ev = ev_of("article", "like", 1, 1);
+	const int64_t bad_at[2] = { -5, TALLY_AT_MS_MAX + 1 };
+	uint8_t k[KEY_LOG_LEN], v[VAL_CHUNK_MAX];
+	uint64_t seq = 700000;
+	tally_entry e[2];
+	tally_history_entry h[2];
+	key_obj obj;
+	int64_t c;
+	size_t n;
+	raw_db d;
+
+	add_ok(f->t, &ev);
+	tally_closep(&f->t);
+	raw_open(&d, f->db);
+	raw_first_log_obj(&d, &obj);
+	for (int i = 0; i < 2; i++) {
+		val_log lv = { 5, bad_at[i], 1, 1 };
+
+		obj.content = 90 + (uint64_t)i;
+		key_log_encode(k, &obj, seq);
+		raw_put(&d, CF_LOG, k, KEY_LOG_LEN, v,
+		        val_log_chunk_encode(v, &seq, &lv, 1, NULL));
+	}
+	{
+		val_log lv = { 5, INT64_C(1700000000000), 1, 1 };
+		uint64_t zero = 0;
+
+		obj.content = 92;
+		key_log_encode(k, &obj, 0);
+		raw_put(&d, CF_LOG, k, KEY_LOG_LEN, v,
+		        val_log_chunk_encode(v, &zero, &lv, 1, NULL));
+	}
+	{
+		val_hist hv = { 0, 93, INT64_C(1700000000000), 1 };
+
+		key_hist_encode(k, 4444, obj.ktype, seq);
+		raw_put(&d, CF_HIST, k, KEY_HIST_LEN, v,
+		        val_hist_chunk_encode(v, &seq, &hv, 1, NULL));
+	}
+	obj.content = 94;
+	key_member_encode(k, &obj, 5);
+	raw_put(&d, CF_MEMBERS, k, KEY_MEMBER_LEN, v, val_i64_encode(v, -5));
+	raw_close(&d);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+	for (uint64_t content = 90; content <= 92; content++) {
+		CHECK_RC(tally_recent(f->t, "article", "like", content, 2, 0, e,
+		                      &n), TALLY_ECORRUPT);
+		CHECK_RC(tally_count_at(f->t, "article", "like", content,
+		                        TALLY_AT_MS_MAX, &c), TALLY_ECORRUPT);
+	}
+	CHECK_RC(tally_history(f->t, 4444, "like", 2, 0, h, &n),
+	         TALLY_ECORRUPT);
+	CHECK_RC(tally_has(f->t, "article", "like", 94, 5, &c), TALLY_ECORRUPT);
+	/* The rest reads on. */
+	CHECK_OK(tally_recent(f->t, "article", "like", 1, 2, 0, e, &n));
+	CHECK_U64(n, 1);
+	CHECK_OK(tally_has(f->t, "article", "like", 1, 1, &c));
+}
+
 /* Chunks that hold the same events, as a compaction that wrote a running
  * checkpoint's events apart from the newer ones leaves beside the
  * replay's chunks when the process dies before that checkpoint lands:
@@ -4892,6 +4970,7 @@ int main(void)
 	    T(test_unnamed_ctype_id_is_corrupt),
 	    T(test_format4_chunks_read_after_upgrade),
 	    T(test_overlapping_chunks_scanned_once),
+	    T(test_damaged_event_fields_are_corrupt),
 	    T(test_corrupt_value_fails_only_its_writes),
 	    T(test_clock_after_upgrade_mid_block),
 	    T(test_clock_times_read_back),
