@@ -3,7 +3,15 @@
  * record's bits are skipped and counted: a truncated id would silently
  * attribute the event to someone else. Output goes to temporary names and
  * is renamed when complete, so a file named OUT is always whole, and its
- * OUT.types always the one written with it. */
+ * OUT.types always the one written with it.
+ *
+ * Records hold no content type, and an import puts a file's records under
+ * one. Without --ctype, a record's running total is therefore the
+ * object's plus the last totals that the same counting type and content
+ * reached under the content types scanned before it: the import then
+ * counts their sum (a unique type's members once each), where the totals
+ * of the second content type, read as changes of the first's, gave other
+ * counts and events that never happened. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,6 +21,7 @@
 
 #include "core/record.h"
 #include "json.h"
+#include "objmap.h"
 #include "offline.h"
 #include "out.h"
 #include "typesfile.h"
@@ -25,6 +34,8 @@
 /* The scan's visitor stops with this when writing failed. */
 #define EXPORT_STOP_IO 1
 #define EXPORT_STOP_TYPE 2
+#define EXPORT_STOP_NOMEM 3
+#define EXPORT_STOP_SUM 4
 
 typedef struct export_run {
 	FILE *f;
@@ -39,6 +50,12 @@ typedef struct export_run {
 	uint64_t skip_content, skip_member, skip_time;
 	int io_errno;                 /* of the write that failed */
 	out_progress prog;
+	/* Without --ctype: (ktype, content) -> the sum of its last totals
+	 * in the content types before (base), its last total written in
+	 * this one (cur), and which one that is. */
+	objmap base, cur;
+	char cur_ctype[TALLY_NAME_MAX + 1];
+	int cur_any;
 } export_run;
 
 typedef struct export_paths {
@@ -63,13 +80,14 @@ static int ktype_id(export_run *x, const char *name, uint16_t *id)
 	return -1;
 }
 
-/* Encode one event, or count why it cannot be. 1 if r was filled. */
+/* Encode one event with the running total given, or count why it cannot
+ * be. 1 if w was filled. */
 static int export_encode(export_run *x, const tally_event_rec *ev,
-                         uint16_t id, int64_t w[3])
+                         uint16_t id, int64_t total, int64_t w[3])
 {
 	record r = { .ktype = id, .increment = ev->delta > 0,
 	             .at_ms = ev->at_ms, .content = ev->content,
-	             .member = ev->member, .total = ev->total };
+	             .member = ev->member, .total = total };
 
 	if (ev->content > UINT32_MAX) {
 		x->skip_content++;
@@ -86,20 +104,69 @@ static int export_encode(export_run *x, const tally_event_rec *ev,
 	return 1;
 }
 
+/* A new content type (the scan gives each one's events together): the
+ * last totals of the one before join the sums. 0, or a stop code. */
+static int sums_next_ctype(export_run *x, const char *ctype)
+{
+	for (size_t i = 0; i < x->cur.cap; i++) {
+		const objmap_slot *c = &x->cur.slots[i];
+		objmap_slot *b;
+		int fresh;
+
+		if (c->key == OBJMAP_EMPTY)
+			continue;
+		b = objmap_put(&x->base, c->key, &fresh);
+		if (b == NULL)
+			return EXPORT_STOP_NOMEM;
+		if (__builtin_add_overflow(b->total, c->total, &b->total))
+			return EXPORT_STOP_SUM;
+	}
+	objmap_clear(&x->cur);
+	snprintf(x->cur_ctype, sizeof x->cur_ctype, "%s", ctype);
+	x->cur_any = 1;
+	return 0;
+}
+
 static int export_visit(void *arg, const tally_event_rec *ev)
 {
 	export_run *x = arg;
 	uint8_t buf[RECORD_SIZE];
-	int64_t w[3];
+	int64_t w[3], total = ev->total;
+	uint64_t key = 0;
 	uint16_t id;
+	int rc;
 
 	out_progress_tick(&x->prog, ++x->scanned);
 	if (x->ctype != NULL && strcmp(ev->ctype, x->ctype) != 0)
 		return 0;
 	if (ktype_id(x, ev->ktype, &id) != 0)
 		return EXPORT_STOP_TYPE;
-	if (!export_encode(x, ev, id, w))
+	if (x->ctype == NULL && (!x->cur_any ||
+	                         strcmp(ev->ctype, x->cur_ctype) != 0)) {
+		rc = sums_next_ctype(x, ev->ctype);
+		if (rc != 0)
+			return rc;
+	}
+	/* An id over 32 bits is skipped below, and has no key. */
+	if (x->ctype == NULL && ev->content <= UINT32_MAX) {
+		const objmap_slot *b;
+
+		key = objmap_key(id, ev->content);
+		b = objmap_get(&x->base, key);
+		if (b != NULL &&
+		    __builtin_add_overflow(b->total, ev->total, &total))
+			return EXPORT_STOP_SUM;
+	}
+	if (!export_encode(x, ev, id, total, w))
 		return 0;
+	if (x->ctype == NULL) {
+		int fresh;
+		objmap_slot *c = objmap_put(&x->cur, key, &fresh);
+
+		if (c == NULL)
+			return EXPORT_STOP_NOMEM;
+		c->total = ev->total;
+	}
 	/* Events come grouped by content type: a change is a new one. */
 	if (x->written == 0 || strcmp(ev->ctype, x->last_ctype) != 0) {
 		strcpy(x->last_ctype, ev->ctype);
@@ -141,6 +208,17 @@ static int export_scan(tally *t, const char *dir, export_run *x,
 	if (rc == EXPORT_STOP_TYPE) {
 		fprintf(stderr, "tally: %s: an event names a counting type "
 		        "that is not listed\n", dir);
+		return CLI_ERR;
+	}
+	if (rc == EXPORT_STOP_NOMEM) {
+		fprintf(stderr, "tally: out of memory for the objects' totals "
+		        "(export one content type at a time: --ctype NAME)\n");
+		return CLI_ERR;
+	}
+	if (rc == EXPORT_STOP_SUM) {
+		fprintf(stderr, "tally: %s: the totals of an object summed over "
+		        "its content types do not fit a 64-bit integer (export "
+		        "one content type at a time: --ctype NAME)\n", dir);
 		return CLI_ERR;
 	}
 	if (rc != TALLY_OK)
@@ -188,7 +266,10 @@ static int export_files(tally *t, const char *dir, export_run *x,
 			rc = CLI_ERR;
 		}
 	}
+	/* OUT.types reaches the disk before OUT does: a new OUT never
+	 * stands beside the old OUT.types after a machine crash. */
 	if (rc == CLI_OK && (rename(p->types_part, p->types) != 0 ||
+	                     offline_dir_sync(p->out) != 0 ||
 	                     rename(p->part, p->out) != 0)) {
 		fprintf(stderr, "tally: cannot rename into %s: %s\n", p->out,
 		        strerror(errno));
@@ -248,8 +329,9 @@ static void export_warn(const export_run *x)
 	if (x->ctype == NULL && x->ctypes > 1)
 		fprintf(stderr, "tally: warning: %" PRIu64 " content types in "
 		        "one file, and records do not hold the content type: "
-		        "an import puts them all under one. Use --ctype NAME "
-		        "to export one at a time.\n", x->ctypes);
+		        "an import puts them all under one, with each object's "
+		        "counts summed over them. Use --ctype NAME to export "
+		        "one at a time.\n", x->ctypes);
 }
 
 int cmd_export(const cli_ctx *ctx, const cli_args *a)
@@ -277,6 +359,8 @@ int cmd_export(const cli_ctx *ctx, const cli_args *a)
 		rc = export_files(t, dir, &x, &p);
 	tally_close(t);
 	free(types);
+	objmap_free(&x.base);
+	objmap_free(&x.cur);
 	if (rc == CLI_OK) {
 		export_report(ctx, &x, &p);
 		export_warn(&x);

@@ -690,8 +690,9 @@ static void import_report(const cli_ctx *ctx, const char *dir,
 	if (sum->differ > 0)
 		printf("%" PRIu64 " counts differ from the file's running "
 		       "totals: the folder held events of those objects "
-		       "before, or the export skipped some of their events "
-		       "(it reports how many)\n", sum->differ);
+		       "before, the export skipped some of their events (it "
+		       "reports how many), or a member's like is in it under "
+		       "two content types (counted once)\n", sum->differ);
 }
 
 /* How many records of this file an earlier run imported (its mark), into

@@ -1,4 +1,4 @@
-/* objmap.c: the import's object map. Linear probing at a load of at most
+/* objmap.c: the object map of import and export. Linear probing at a load of at most
  * one half keeps probes short; keys are already well spread in their low
  * bits (content ids), a multiplicative mix spreads sequential ones. */
 #include "objmap.h"
@@ -79,4 +79,15 @@ objmap_slot *objmap_put(objmap *m, uint64_t key, int *inserted)
 		m->count++;
 	}
 	return s;
+}
+
+objmap_slot *objmap_get(const objmap *m, uint64_t key)
+{
+	objmap_slot *s;
+
+	assert(key != OBJMAP_EMPTY);
+	if (m->count == 0)
+		return NULL;
+	s = find(m->slots, m->cap, key);
+	return s->key == key ? s : NULL;
 }

@@ -1,4 +1,5 @@
-/* objmap.h: running totals per object while importing reference records:
+/* objmap.h: running totals per object while importing (or exporting)
+ * reference records:
  * a compact open-addressing map from a 48-bit object key (ktype id << 32 |
  * content) to the object's last total, 16 bytes a slot, no allocation per
  * entry, so files with tens of millions of objects fit in memory. */
@@ -34,5 +35,7 @@ void objmap_clear(objmap *m);
 /* The slot of key, inserting one (total 0, *inserted 1) if absent. NULL
  * when out of memory. Valid until the next put. */
 objmap_slot *objmap_put(objmap *m, uint64_t key, int *inserted);
+/* The slot of key, or NULL if absent. Valid until the next put. */
+objmap_slot *objmap_get(const objmap *m, uint64_t key);
 
 #endif
