@@ -155,6 +155,10 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 	fprintf(stderr, "tally: %s is in use by a running tallyd: asking the "
 	        "server at %s:%d for the backup\n", dir, ctx->host, ctx->port);
 	rc = client_open(&c, ctx);
+	if (rc == CLI_UNREACHABLE)
+		fprintf(stderr, "tally: if no tallyd serves %s, another tally "
+		        "command (import, export, stats) holds it: run the "
+		        "backup once it is done\n", dir);
 	if (rc != CLI_OK)
 		return rc;
 	rc = same_server(&c, dir, backups, sizeof backups);

@@ -54,7 +54,8 @@ int cmd_incr(const cli_ctx *ctx, const cli_args *a)
 
 	if (rc == CLI_OK && a->npos == 2) {
 		rc = cli_arg_i64("BY", a->pos[1], INT64_MIN, INT64_MAX, &v);
-		snprintf(by, sizeof by, "%" PRId64, v);
+		if (rc == CLI_OK)
+			snprintf(by, sizeof by, "%" PRId64, v);
 	}
 	if (rc != CLI_OK)
 		return rc;

@@ -575,9 +575,10 @@ static int replay_one(void *arg, uint64_t index,
 		        "changed during the import?)\n", rp->s->path, index, msg);
 		return CLI_ERR;
 	}
-	out_progress_tick(&rp->prog, index + 1);
+	/* Records an earlier run wrote are passed over, not sent. */
 	if (index < rp->resume)
 		return CLI_OK;
+	out_progress_tick(&rp->prog, index + 1 - rp->resume);
 	rp->noops += (uint64_t)p.noop;
 	if (p.write && replay_write(rp, &p, index) != CLI_OK)
 		return CLI_ERR;
@@ -632,7 +633,7 @@ static int replay_all(tally *t, const char *dir, const char *ctype,
 	rp->resume = rp->next = rp->marked = sum->resumed_at;
 	rp->run.marked = sum->resumed_at;
 	objmap_clear(&s->objs);
-	out_progress_init(&rp->prog, "records imported", OFFLINE_PROGRESS_EVERY,
+	out_progress_init(&rp->prog, "records sent", OFFLINE_PROGRESS_EVERY,
 	                  progress);
 	rc = src_each(s, buf, replay_one, rp, &done);
 	/* The last group, or the mark alone after trailing no-ops. */
@@ -641,7 +642,7 @@ static int replay_all(tally *t, const char *dir, const char *ctype,
 	if (rp->cur != NULL) /* a pass stopped early: its group is not sent */
 		group_drop(&rp->run, rp->cur);
 	run_drain(&rp->run);
-	out_progress_done(&rp->prog, done);
+	out_progress_done(&rp->prog, done > rp->resume ? done - rp->resume : 0);
 	if (replay_report_err(rp, dir) != CLI_OK)
 		rc = CLI_ERR;
 	sum->writes = rp->writes;
@@ -682,7 +683,8 @@ static void import_report(const cli_ctx *ctx, const char *dir,
 		return;
 	}
 	printf("imported %" PRIu64 " records into %s (content type %s) in "
-	       "%.1f s: %" PRIu64 " writes, %" PRIu64 " no-ops\n", s->nrec,
+	       "%.1f s: %" PRIu64 " writes, %" PRIu64 " no-ops (records that "
+	       "change no count; a unique type's are still sent)\n", s->nrec,
 	       dir, ctype, sum->secs, sum->writes, sum->noops);
 	if (sum->resumed_at > 0)
 		printf("resumed at record %" PRIu64 ": an earlier run had "

@@ -52,7 +52,10 @@ int offline_open(const char *dir, int create, const tally_options *opts,
 		        "-p PORT ...).\n", dir);
 		return CLI_ERR;
 	}
-	if (rc == TALLY_ENOTFOUND)
+	if (rc == TALLY_ENOTFOUND && create)
+		fprintf(stderr, "tally: %s: the folder it would be created in "
+		        "does not exist\n", dir);
+	else if (rc == TALLY_ENOTFOUND)
 		fprintf(stderr, "tally: %s: no tally database there\n", dir);
 	else
 		offline_fail(dir, "cannot open the database", rc);

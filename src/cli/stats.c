@@ -161,7 +161,8 @@ static void stats_text(const stats_view *v)
 	printf("events        %" PRIu64 " (%" PRIu64 " adds, %" PRIu64
 	       " removes; %" PRIu64 " anonymous)\n", s->events, s->adds,
 	       s->removes, s->anonymous);
-	printf("objects       %" PRIu64 "\n", s->objects);
+	printf("objects       %" PRIu64 " (summed over counting types: an "
+	       "object with likes and views counts twice)\n", s->objects);
 	printf("\ncounting types (%zu):\n", v->ntypes);
 	out_table_print(stdout, &types);
 	printf("\nevents by content type and counting type:\n");

@@ -105,11 +105,17 @@ static const cli_cmd commands[] = {
 	  "  running total of the object after the event\n"
 	  "object by object, each object's events oldest first; and OUT.types,\n"
 	  "a text file `ID NAME MODE` per counting type (records hold the id).\n"
-	  "Records hold no content type: export one content type per file to\n"
-	  "import it again. Events whose content or member do not fit 32 bits,\n"
-	  "or whose time is outside 2020..2089, are skipped and counted, never\n"
-	  "truncated. Files are written under temporary names and renamed when\n"
-	  "complete.\n" },
+	  "DIR is the data folder (tallyd must not be running on it).\n"
+	  "Records hold no content type, and an import puts a file under one:\n"
+	  "without --ctype, each running total is summed with the last totals\n"
+	  "the same counting type and content reached under the content types\n"
+	  "before it, so an import counts the sums (a unique type's members\n"
+	  "once each). Export one content type per file to keep them apart.\n"
+	  "Events whose content or member do not fit 32 bits, or whose time is\n"
+	  "outside 2020..2089, are skipped and counted, never truncated. Files\n"
+	  "are written under temporary names and renamed when complete.\n"
+	  "Progress goes to stderr every 1M events when stderr is a terminal,\n"
+	  "or always with --progress.\n" },
 	{ "import", cmd_import, 1, 1,
 	  { "data=", "ctype=", "window=", "progress" },
 	  "--data DIR --ctype NAME [--window N] [--progress] IN",
@@ -130,9 +136,14 @@ static const cli_cmd commands[] = {
 	  "finished by running it again, which resumes after the records the\n"
 	  "mark counts, and an import run again after it finished writes\n"
 	  "nothing. The mark stays in the folder.\n"
+	  "DIR is the data folder (tallyd must not be running on it); one that\n"
+	  "does not exist is created, in a folder that must.\n"
 	  "Reports records imported, no-ops (records that change no count) and\n"
 	  "counts that differ from the file's totals (the folder held events of\n"
-	  "those objects before, or the export skipped some of their events).\n" },
+	  "those objects before, the export skipped some of their events, or a\n"
+	  "member's like is in it under two content types, counted once).\n"
+	  "Progress (records sent) goes to stderr every 1M records when stderr\n"
+	  "is a terminal, or always with --progress.\n" },
 	{ "backup", cmd_backup, 1, 1, { "data=" }, "--data DIR OUT",
 	  "offline: consistent copy of a data folder",
 	  "Writes a consistent copy of DIR into the new folder OUT (which must\n"

@@ -309,7 +309,7 @@ t_export_import_export_identical() {
 t_stats() {
 	run_status 0 "$TALLY" stats --data d1
 	grep -Eq "^events +$EVENTS " out.txt
-	grep -Eq "^objects +$OBJECTS$" out.txt
+	grep -Eq "^objects +$OBJECTS \(summed over counting types" out.txt
 	grep -Eq '^ *[0-9]+ +clap +total$' out.txt
 	run_status 0 "$TALLY" stats --data d1 --json
 	python3 -c 'import json, sys
@@ -395,17 +395,19 @@ import_past_1m() {
 		>/dev/null 2>progress.txt &
 	IMPORT_PID=$!
 	for _ in $(seq 3000); do
-		if grep -q '1000000 records imported' progress.txt; then break; fi
+		if grep -q '1000000 records sent' progress.txt; then break; fi
 		sleep 0.01
 	done
-	grep -q '1000000 records imported' progress.txt
+	grep -q '1000000 records sent' progress.txt
 }
 
 # resumed_as_whole DIR: big.rec's import into DIR again resumes where the
 # one before stopped, and leaves what a whole import left (want.rec).
 resumed_as_whole() {
-	run_status 0 "$TALLY" import --data "$1" --ctype article big.rec
+	run_status 0 "$TALLY" import --data "$1" --ctype article --progress big.rec
 	grep -q 'resumed at record [1-9][0-9]*: an earlier run' out.txt
+	# Progress counts the records sent, not those passed over.
+	absent '2000000 records sent' err.txt
 	absent 'differ' out.txt
 	run_status 0 "$TALLY" export --data "$1" --ctype article got.rec
 	cmp want.rec got.rec
@@ -435,7 +437,7 @@ open("big.rec.types", "w").write("6 view total\n")'
 	import_past_1m part
 	kill -9 "$IMPORT_PID"
 	wait "$IMPORT_PID" 2>/dev/null || true
-	absent '2000000 records imported' progress.txt
+	absent '2000000 records sent' progress.txt
 	resumed_as_whole part
 	# The file cut short while it is replayed (past 1M records, to 1.9M):
 	# the import fails, saying so, and once the file is whole again its
@@ -465,6 +467,9 @@ assert json.load(open("out.txt"))["events"] == 2 * int(sys.argv[1])' \
 t_missing_folder() {
 	run_status 1 "$TALLY" stats --data nowhere
 	grep -q 'no tally database' err.txt
+	[[ ! -e nowhere ]]
+	run_status 1 "$TALLY" import --data nowhere/deeper --ctype article events.rec
+	grep -q 'nowhere/deeper: the folder it would be created in does not exist' err.txt
 	[[ ! -e nowhere ]]
 }
 
@@ -532,6 +537,7 @@ time.sleep(30)' d1/LOCK >locker.out &
 	run_status 3 "$TALLY" -p 1 backup --data d1 copy2
 	grep -q 'asking the server at 127.0.0.1:1' err.txt
 	grep -q 'cannot reach tallyd' err.txt
+	grep -q 'another tally command (import, export, stats) holds it' err.txt
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	run_status 0 "$TALLY" stats --data d1
