@@ -399,8 +399,11 @@ static int order_before(rocks *r, int a)
 	for (int i = 0; i < ROCKS_JF_FILES; i++) {
 		if (i == a || !jf->unsynced[i])
 			continue;
+		/* Kept, as rocks_jfile_sync() keeps its own: a sync after
+		 * it could succeed with the pages lost. */
 		if (fdatasync(jf->fd[i]) != 0)
-			return rocks_errno_code(errno);
+			return rocks_logs_fail(r, jf->sync_err =
+			                       rocks_errno_code(errno));
 		jf->unsynced[i] = 0;
 	}
 	return TALLY_OK;
@@ -441,7 +444,8 @@ int rocks_jfile_append(rocks *r, uint64_t num, int sync)
 		uint64_t t0 = rocks_now_ns();
 
 		if (fdatasync(jf->fd[a]) != 0)
-			rc = rocks_errno_code(errno);
+			rc = rocks_logs_fail(r, jf->sync_err =
+			                     rocks_errno_code(errno));
 		else
 			rocks_sync_count(r, rocks_now_ns() - t0);
 	}
