@@ -62,12 +62,12 @@ done
 sleep 1
 victim=$(cluster_masters | head -n 1)
 t0=$(now_ms)
-promoted=$(cluster_kill_master "$victim") || true
+promoted=$(cluster_kill_master "$victim") || promoted=""
 say "killed master $victim; replica ${promoted:-?} promoted in $(( $(now_ms) - t0 )) ms"
 assert_ne "a replica took over" "" "$promoted"
 touch "$TMP/stop"
-rc=0
-wait "$FO" || rc=$?
+wait_bg "$FO" 120 "the failover driver stops within 120 s of being told"
+rc=$WAIT_RC
 sed 's/^/    /' "$TMP/failover.out"
 assert_eq "failover: exact bounds held, service resumed" 0 "$rc"
 

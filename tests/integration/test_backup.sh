@@ -279,6 +279,14 @@ redis-benchmark -p "$T_RESP" -a "$T_PASS" -c 4 -n 200000 -r 1000 -q \
 	INCR 'ov:__rand_int__' >/dev/null 2>&1 &
 BENCH_PID=$!
 BG_PIDS+=("$BENCH_PID")
+# The backups overlap writes: the load has begun before them.
+incrs() { metric 'tally_command_calls_total{cmd="incr"}'; }
+for ((i = 0; i < 100; i++)); do
+	[ "$(incrs)" -gt 0 ] 2>/dev/null && break
+	sleep 0.1
+done
+incr0=$(incrs)
+assert_int_cmp "the load of INCRs runs before the backups start" "${incr0:-0}" -gt 0
 pids=()
 for ((c = 1; c <= 6; c++)); do
 	(for ((i = 1; i <= 5; i++)); do
@@ -291,6 +299,7 @@ ok=$(cat "$TMP/ov"/out.* | grep -c '^OK$' || true)
 assert_eq "30 overlapping backups from 6 clients all answered OK" "30" "$ok"
 [ "$ok" = 30 ] || say "     $(cat "$TMP/ov"/out.* | sort | uniq -c | head -5)"
 assert_alive "tallyd served throughout"
+assert_int_cmp "the load went on while they ran" "$(incrs)" -gt "${incr0:-0}"
 kill "$BENCH_PID" 2>/dev/null || true
 wait "$BENCH_PID" 2>/dev/null || true
 stop_and_check
@@ -306,8 +315,11 @@ out=$(timeout 120 "$CLI" backup --data "$DATA" "$TMP/bk.off" 2>&1) || true
 assert_contains "tally backup writes the copy itself" "$out" \
 	"backup of $DATA written to $TMP/bk.off"
 start_tallyd "$TMP/bk.off"
-out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.all" 2>&1) || true
+rc=0
+out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.all" 2>&1) || rc=$?
 assert_not_contains "the offline copy holds every acknowledged step" "$out" "FAIL"
+assert_eq "... checked for every thread, the checker exiting 0" "$THREADS 0" \
+	"$(grep -c '^ok' <<<"$out") $rc"
 stop_and_check
 
 section "a backup that fails part-way leaves nothing"

@@ -109,6 +109,12 @@ for ((p = 1; p <= POINTS; p++)); do
 		fi
 		sleep 0.02
 	done
+	# A point with nothing acknowledged checks nothing.
+	if grep -q "$first" "$firstf" 2>/dev/null; then
+		pass "point $p: a first $what before the kill"
+	else
+		fail "point $p: a first $what within 60 s"
+	fi
 	sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 	kill9_tallyd
 	assert_eq "point $p: tallyd killed by SIGKILL $delay ms after the first $what" "137" "$T_EXIT"
