@@ -944,4 +944,50 @@ start_tallyd "$TMP/grace2"
 assert_eq "the folder opens again with every like" "1000" "$(rcli tally.count big like 1)"
 stop_and_check
 
+
+# -------------------------------------------------------------------------
+section "the type limits: 1024 counting types, 65535 content types"
+start_tallyd "$TMP/typelimits"
+ntypes=$(rcli TALLY.TYPES | grep -cxE 'unique|total')
+for ((i = ntypes + 1; i <= 1024; i++)); do
+	echo "TALLY.TYPE ADD k$i total"
+done | timeout 120 redis-cli -p "$T_RESP" >"$TMP/typeadd.out" 2>&1 || true
+assert_eq "counting types up to 1024 are added" "$((1024 - ntypes)) OK" \
+	"$(sort "$TMP/typeadd.out" | uniq -c | awk '{ print $1, $2 }')"
+assert_eq "TALLY.TYPES lists 1024" 1024 "$(rcli TALLY.TYPES | grep -cxE 'unique|total')"
+assert_eq "the 1025th counting type is refused" "ERR limit reached" \
+	"$(rcli TALLY.TYPE ADD onemore total)"
+assert_eq "the last one added counts" 3 "$(rcli TALLY.ADD post k1024 1 0 DELTA 3)"
+# Content types need no declaration: each new name in an event takes an id.
+# (On the rocksdb store only: the cluster store registers each in a round
+# trip to Redis, and CI time is bounded.)
+if ! on_cluster; then
+for ((i = 1; i <= 65534; i++)); do
+	echo "TALLY.ADD c$i view 1 0"
+done | timeout 300 redis-cli -p "$T_RESP" >"$TMP/ctypes.out" 2>&1 || true
+assert_eq "65534 content types more (post was the first)" "65534 1" \
+	"$(sort "$TMP/ctypes.out" | uniq -c | awk '{ print $1, $2 }')"
+assert_eq "the 65536th content type is refused" "ERR limit reached" \
+	"$(rcli TALLY.ADD onemore view 1 0)"
+assert_eq "a content type it holds still counts" 2 "$(rcli TALLY.ADD c65534 view 1 0)"
+assert_eq "HTTP: a new content type at the limit is 409" \
+	'409 {"error":"limit reached"}' \
+	"$(curl -s -o "$TMP/lim.json" -w '%{http_code}' -X POST \
+		"http://127.0.0.1:$T_HTTP/v1/events" \
+		-d '{"ctype":"twomore","ktype":"view","content":1,"member":0}') $(cat "$TMP/lim.json")"
+code=$(curl -s -o "$TMP/lim.json" -w '%{http_code}' -X POST \
+	"http://127.0.0.1:$T_HTTP/v1/events" \
+	-d '[{"ctype":"c7","ktype":"view","content":1,"member":0},{"ctype":"twomore","ktype":"view","content":1,"member":0}]')
+assert_eq "HTTP: an array whose new content type is past it is 207, the event before it counted" \
+	"207 2" "$code $(rcli TALLY.COUNT c7 view 1)"
+assert_contains "... naming the limit for the event past it" "$(cat "$TMP/lim.json")" "limit reached"
+stop_and_check
+start_tallyd "$TMP/typelimits"
+assert_eq "after a restart: still refused" "ERR limit reached" \
+	"$(rcli TALLY.ADD onemore view 1 0)"
+assert_eq "after a restart: the types it holds count on" "4 3" \
+	"$(rcli TALLY.ADD c65534 view 1 0 DELTA 2) $(rcli TALLY.COUNT post k1024 1)"
+fi
+stop_and_check
+
 finish
