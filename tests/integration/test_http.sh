@@ -323,6 +323,10 @@ resp=$(raw_resp "$T_HTTP" 'POST /v1/counters/te/incr HTTP/1.0\r\nHost: x\r\nTran
 assert_match "Transfer-Encoding in HTTP/1.0: 400" '^HTTP/1\.1 400 .*HTTP/1\.0' "$resp"
 resp=$(raw_resp "$T_HTTP" 'GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n')
 assert_match "an HTTP/2.0 request line: 505" '^HTTP/1\.1 505 ' "$resp"
+resp=$(raw_resp "$T_HTTP" 'GET /healthz HTTP/1.2\r\nHost: x\r\nConnection: close\r\n\r\n')
+assert_match "a later HTTP/1.x is served as 1.1" '^HTTP/1\.1 200 ' "$resp"
+resp=$(raw_resp "$T_HTTP" 'BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+assert_match "an undefined method (BREW): 400" '^HTTP/1\.1 400 ' "$resp"
 resp=$(raw_resp "$T_HTTP" 'POST /v1/counters/te/incr HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked \r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n')
 assert_match "chunked in any case, with spaces around it: taken" '^HTTP/1\.1 200 .*"name":"te"' "$resp"
 resp=$(raw_resp "$T_HTTP" "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n{}")

@@ -503,6 +503,18 @@ assert_contains "a counter whose name holds a NUL is a counter of its own" "$raw
 # 1 until it grows, on either store).
 raw=$(raw_resp "$T_RESP" '*2\r\n$12\r\nTALLY.SHARDS\r\n$5\r\nnul\x00b\r\n*1\r\n$4\r\nQUIT\r\n')
 assert_eq "TALLY.SHARDS of a counter whose name holds a NUL" ':1\r\n+OK\r\n<EOF>' "$raw"
+if ! on_cluster; then
+	assert_eq "rocksdb: TALLY.SHARDS n of 1 answers 1" "1" "$(rcli TALLY.SHARDS nul 1)"
+	assert_eq "rocksdb: TALLY.SHARDS n above 1 is refused" \
+		"ERR TALLY.SHARDS n applies to the redis-cluster store; the rocksdb store needs no shards" \
+		"$(rcli TALLY.SHARDS nul 2)"
+	assert_eq "... and the counter keeps 1 shard" "1" "$(rcli TALLY.SHARDS nul)"
+	info_keys=$(rcli INFO keyspace | tr -d '\r' | grep '^db0:keys=')
+	assert_eq "INFO keyspace counts the named counters as /metrics does" \
+		"db0:keys=$(metric tally_counters),expires=0" "$info_keys"
+	assert_eq "... which DBSIZE gives too" "${info_keys#db0:keys=}" \
+		"$(rcli DBSIZE),expires=0"
+fi
 
 section "an ID whose write was refused is free for its retry"
 rcli tally.type add ovf total >/dev/null
