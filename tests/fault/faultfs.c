@@ -15,7 +15,8 @@
  * "eio-fsync-once .log" fails the next fsync of a RocksDB WAL file only.
  * Mode "stall-fsync" fails nothing: each sync waits until the mode
  * changes, then goes through (a disk that is slow for as long as a test
- * wants).
+ * wants). A sync that starts waiting creates the file CTL.stalled, so a
+ * test can wait for the stall to hold a call instead of sleeping.
  * A failed call does nothing: a failed write writes no byte, a failed sync
  * leaves the page cache as it was (the data may reach the disk later, as it
  * may after a real failed fsync: the caller must not count on either).
@@ -238,6 +239,19 @@ static void ctl_write_off(void)
 	close(fd);
 }
 
+/* CTL.stalled: a sync is held by "stall-fsync". */
+static void stall_mark(void)
+{
+	char path[PATH_CAP + 16];
+	int fd, n = snprintf(path, sizeof path, "%s.stalled", g_ctl);
+
+	if (n < 0 || (size_t)n >= sizeof path)
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+
 static uint32_t mode_now(void)
 {
 	uint64_t now = mono_ns();
@@ -297,6 +311,7 @@ static int fault(int fd, uint32_t kind, int *after)
 	if (m & M_STALL) {
 		const struct timespec ms = { 0, 1000000 };
 
+		stall_mark();
 		while (mode_now() & M_STALL)
 			nanosleep(&ms, NULL);
 		return 0;

@@ -293,13 +293,21 @@ perl -MIO::Socket::INET -e '
 		LocalPort => $ARGV[0], Listen => 5, ReuseAddr => 1) or exit 1;
 	my $c = $s->accept; sleep 30' "$SINK" &
 BG_PIDS+=("$!")
-sleep 0.5
+# tcp_state PORT STATE: a socket on PORT (local or remote) in STATE (0A
+# listening, 01 established), from /proc/net/tcp.
+tcp_state() {
+	awk -v p="$(printf ':%04X' "$1")" -v st="$2" \
+		'NR > 1 && $4 == st && (index($2, p) || index($3, p)) { f = 1 } END { exit !f }' \
+		/proc/net/tcp
+}
+for ((i = 0; i < 200; i++)); do tcp_state "$SINK" 0A && break; sleep 0.05; done
 # No timeout wrapper: its own command line would hold the password. The
 # CLI's reply timeout, the sink's 30 s and the cleanup each bound it.
 "$BUILD_DIR/tally" -p "$SINK" -a "$PASS_W" ping >/dev/null 2>&1 &
 CLI_PID=$!
 BG_PIDS+=("$CLI_PID")
-sleep 1
+# Connected: past its parse of the flags, waiting in its AUTH.
+for ((i = 0; i < 200; i++)); do tcp_state "$SINK" 01 && break; sleep 0.05; done
 cmdline=$(tr '\0' ' ' <"/proc/$CLI_PID/cmdline" 2>/dev/null || true)
 assert_contains "the CLI is waiting with -a on its command line" "$cmdline" " -a "
 assert_not_contains "... and without the password" "$cmdline" "$PASS_W"

@@ -285,13 +285,16 @@ verify 1
 section "3b. SIGTERM while an HTTP write waits for its fsync"
 # The write is queued and its fsync held: the shutdown must still send
 # its answer before closing the connection.
+rm -f "$CTL.stalled"
 fault stall-fsync
 curl -s --max-time 30 -o "$TMP/stall.body" -w '%{http_code}' -X POST \
 	-d '{"by":2}' "http://127.0.0.1:$T_HTTP/v1/counters/f:stall/incr" \
 	>"$TMP/stall.code" 2>/dev/null &
 cpid=$!
 BG_PIDS+=("$cpid")
-sleep 0.5
+# faultfs marks the first sync it holds: the write is in its commit.
+for ((i = 0; i < 300; i++)); do [ -e "$CTL.stalled" ] && break; sleep 0.02; done
+assert_eq "the write's sync is held" yes "$([ -e "$CTL.stalled" ] && echo yes)"
 kill -TERM "$T_PID"
 sleep 0.5
 fault off
