@@ -188,6 +188,9 @@ for _ in $(seq 100); do
 	[ "$(redis-cli -p "$other_port" -a "$T_PASS" --no-auth-warning ping 2>/dev/null)" == PONG ] && break
 	sleep 0.1
 done
+assert_eq "the other tallyd answers, as itself" "process_id:$other_pid" \
+	"$(redis-cli -p "$other_port" -a "$T_PASS" --no-auth-warning info server 2>&1 |
+		tr -d '\r' | grep '^process_id:')"
 out=$(timeout 60 "$CLI" -p "$other_port" -a "$T_PASS" backup --data "$DATA" \
 	"$TMP/bk.wrong" 2>&1) && rc=0 || rc=$?
 assert_eq "tally backup through a tallyd serving another folder: exit 1" "1" "$rc"

@@ -236,6 +236,8 @@ if command -v redis-server >/dev/null 2>&1; then
 		[ "$(timeout 2 redis-cli -p "$RS_PORT" ping 2>/dev/null)" == PONG ] && break
 		sleep 0.1
 	done
+	assert_eq "the reference redis-server answers" PONG \
+		"$(timeout 2 redis-cli -p "$RS_PORT" ping 2>&1)"
 	T_SAVED_RESP=$T_RESP
 	diff_cmds=(
 		"incr d1" "incrby d1 41" "decrby d1 2" "decr d1" "get d1" "incrby d1 -100"
