@@ -1260,11 +1260,11 @@ static void check_table_child_events(struct crash *c)
 	tally_closep(&c->t);
 }
 
-static void test_kill_after_tables_written_ahead_lists_events_once(
-    void **state)
+/* Run this program as a child in MODE on the test's folder, to its end;
+ * its exit status. */
+static int run_child(struct crash *c, const char *mode)
 {
-	struct crash *c = *state;
-	char *args[] = { self_exe, "--table-child", c->db, NULL };
+	char *args[] = { self_exe, (char *)mode, c->db, NULL };
 	int64_t until = mono_ms() + 120000;
 	int status = 0;
 	pid_t w;
@@ -1283,7 +1283,15 @@ static void test_kill_after_tables_written_ahead_lists_events_once(
 	assert_int_equal(w, c->pid);
 	c->pid = 0;
 	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	return WEXITSTATUS(status);
+}
+
+static void test_kill_after_tables_written_ahead_lists_events_once(
+    void **state)
+{
+	struct crash *c = *state;
+
+	assert_int_equal(run_child(c, "--table-child"), 0);
 	/* The first open replays the journal: RECENT reads memory, the scan
 	 * the tables the compaction wrote. Its close checkpoints; the second
 	 * open reads the tables alone. */
@@ -1335,28 +1343,12 @@ static void test_kill_during_checkpoint_after_compact_lists_events_once(
     void **state)
 {
 	struct crash *c = *state;
-	char *args[] = { self_exe, "--spill-child", c->db, NULL };
-	int64_t until = mono_ms() + 120000;
-	int status = 0;
-	pid_t w;
+	int status = run_child(c, "--spill-child");
 
-	fflush(NULL);
-	c->pid = fork();
-	assert_true(c->pid >= 0);
-	if (c->pid == 0) {
-		execv(self_exe, args);
-		_exit(127);
-	}
-	while ((w = waitpid(c->pid, &status, WNOHANG)) == 0 &&
-	       mono_ms() < until)
-		usleep(10000);
-	assert_int_equal(w, c->pid);
-	c->pid = 0;
-	assert_true(WIFEXITED(status));
 	check_spill_child_events(c);
 	check_spill_child_events(c);
 	/* 10: the compaction did not wait for the running checkpoint. */
-	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(status, 0);
 }
 
 int main(int argc, char **argv)
