@@ -292,7 +292,10 @@ TALLY_API void tally_closep(tally **tp);
 /**
  * Wait until every write acknowledged so far is durable. In sync mode this
  * returns at once; in async mode it forces an fsync.
- * @return TALLY_OK; TALLY_EINVAL (t NULL); TALLY_EIO; TALLY_ECLOSED.
+ * @return TALLY_OK; TALLY_EINVAL (t NULL); TALLY_EIO; TALLY_ENOSPC (as
+ *         the store failed with); TALLY_ECLOSED; TALLY_ENOMEM (async: a
+ *         fold of tally_counter_add()'s cells ran out of memory; they
+ *         keep their adds, and the writes applied before are synced).
  */
 TALLY_API int tally_sync(tally *t);
 
@@ -312,6 +315,8 @@ TALLY_API int tally_sync(tally *t);
  * @param out     receives the new value; may be NULL.
  * @return TALLY_OK; TALLY_EINVAL (t or key NULL); TALLY_EKEYSIZE;
  *         TALLY_EOVERFLOW (value + delta outside int64: nothing changes);
+ *         TALLY_ECORRUPT (the stored value, or the stored result of
+ *         this write's token, does not decode: this write alone fails);
  *         TALLY_EIO; TALLY_ECLOSED; TALLY_ENOMEM.
  */
 TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t delta,
@@ -340,7 +345,8 @@ TALLY_API int tally_incrby(tally *t, const void *key, size_t key_len, int64_t de
  * @return TALLY_OK (acknowledged, see the file comment); TALLY_EINVAL
  *         (t or key NULL, |delta| too large); TALLY_EKEYSIZE;
  *         TALLY_EOVERFLOW (sync mode, or a counter near the int64 limits:
- *         those take the exact path); TALLY_EIO; TALLY_ECLOSED.
+ *         those take the exact path); TALLY_ECORRUPT (on the exact path,
+ *         as tally_incrby()); TALLY_EIO; TALLY_ECLOSED; TALLY_ENOMEM.
  */
 TALLY_API int tally_counter_add(tally *t, const void *key, size_t key_len,
                       int64_t delta);
@@ -822,7 +828,10 @@ TALLY_API int tally_stats_get(tally *t, tally_stats *out);
  * @return TALLY_OK; TALLY_EINVAL (an empty path, or a folder name longer
  *         than NAME_MAX less the suffix's length); TALLY_EIO (including
  *         dir or its partial folder exists); TALLY_ENOSPC (the disk of dir
- *         is full: nothing is left there, and the handle serves on).
+ *         is full: nothing is left there, and the handle serves on);
+ *         while the store refuses writes after a failure, the error it
+ *         refuses them with (TALLY_EIO, or TALLY_ENOSPC for a full disk
+ *         of the store's own), and no copy is made; TALLY_ENOMEM.
  */
 TALLY_API int tally_backup(tally *t, const char *dir);
 

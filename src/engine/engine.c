@@ -687,8 +687,14 @@ static void sync_requests(tally *t, int async)
 		pthread_rwlock_unlock(&t->fold_lock);
 		if (store_failure(rc))
 			fail_mark(t, rc);
-		if (rc == TALLY_OK)
-			rc = store_sync(t);
+		/* Out of memory in the fold: its cells keep their adds, and
+		 * the writes applied before are synced all the same. */
+		if (!store_failure(rc)) {
+			int src = store_sync(t);
+
+			if (src != TALLY_OK)
+				rc = src;
+		}
 	}
 	pthread_mutex_lock(&t->qlock);
 	t->sync_done = req;
@@ -939,7 +945,7 @@ static int state_reload(tally *t)
 	if (rc == TALLY_OK)
 		rc = state_load(t->st, &(eng_loaded){ &sch, &tok });
 	if (rc == TALLY_OK) {
-		schema_replace(&t->sch, &sch);
+		schema_replace(&t->sch, &sch, &t->schema_lost);
 		tokens_free(&t->tok);
 		t->tok = tok; /* committer-only: no lock */
 	} else {

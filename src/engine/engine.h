@@ -168,10 +168,10 @@ struct tally {
 	pthread_cond_t synced;
 	eng_op *ring;
 	size_t head, count, busy;
-	int closing;
-	int failed;                  /* store failed: refuse writes (set and
-	                                cleared by the committer, under
-	                                commit_lock and qlock) */
+	/* Written under qlock (failed: and commit_lock, by the committer);
+	 * atomic because tally_counter_add() reads both with no lock. */
+	atomic_int closing;
+	atomic_int failed;           /* store failed: refuse writes */
 	int fail_err;                /* ... with this TALLY_EIO/ENOSPC */
 	uint64_t sync_req, sync_done;
 	int sync_err;
@@ -275,8 +275,9 @@ int schema_load_ctype(void *arg, const char *name, size_t len, uint16_t id);
 /* After loading: order the types by id. */
 void schema_loaded(schema *s);
 /* Publish fresh's tables in live (under live's locks) and give fresh the
- * old ones to free: the schema as reloaded from a reopened store. */
-void schema_replace(schema *live, schema *fresh);
+ * old ones to free: the schema as reloaded from a reopened store. Clears
+ * *lost (schema_lost) under the same locks. */
+void schema_replace(schema *live, schema *fresh, atomic_int *lost);
 /* Look a counting type up; TALLY_ENOTYPE if unknown. */
 int schema_type(tally *t, const char *name, uint16_t *id, int *mode);
 /* Look a content type up: TALLY_ENOTFOUND if it was never written. */

@@ -167,7 +167,7 @@ _Static_assert(offsetof(schema, types) > offsetof(schema, reg) &&
                offsetof(schema, reg) > offsetof(schema, lock),
                "schema: the locks come before the tables");
 
-void schema_replace(schema *live, schema *fresh)
+void schema_replace(schema *live, schema *fresh, atomic_int *lost)
 {
 	const size_t off = offsetof(schema, types);
 	unsigned char *a = (unsigned char *)live + off;
@@ -183,6 +183,9 @@ void schema_replace(schema *live, schema *fresh)
 		a[i] = b[i];
 		b[i] = c;
 	}
+	/* A registration that lost its id in memory before now is in the
+	 * tables just loaded from the store; one after now sets it again. */
+	atomic_store(lost, 0);
 	pthread_rwlock_unlock(&live->lock);
 	pthread_mutex_unlock(&live->reg);
 }
