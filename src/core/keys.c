@@ -155,13 +155,6 @@ static int reader_done(const val_reader *r)
 	return r->err || r->left != 0 ? -1 : 0;
 }
 
-/* Whether an event's time is one a write can give (AT's range, which
- * default times and imported ones keep to): outside it, only damaged
- * bytes, which a reader must not answer with. */
-static int at_ok(int64_t at_ms)
-{
-	return at_ms >= 1 && at_ms <= TALLY_AT_MS_MAX;
-}
 
 size_t val_log_encode(uint8_t *buf, const val_log *v)
 {
@@ -191,7 +184,7 @@ int val_log_decode(const uint8_t *buf, size_t len, val_log *v)
 	val_reader r = { buf, len, 0 };
 	val_log out;
 	read_log(&r, &out);
-	if (reader_done(&r) != 0 || !at_ok(out.at_ms))
+	if (reader_done(&r) != 0)
 		return -1;
 	*v = out;
 	return 0;
@@ -235,7 +228,7 @@ int val_hist_decode(const uint8_t *buf, size_t len, val_hist *v)
 	val_reader r = { buf, len, 0 };
 	val_hist out;
 	read_hist(&r, &out);
-	if (reader_done(&r) != 0 || out.ctype == 0 || !at_ok(out.at_ms))
+	if (reader_done(&r) != 0)
 		return -1;
 	*v = out;
 	return 0;
@@ -460,9 +453,7 @@ int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 
 	assert(o != NULL && seq != NULL && out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
-	/* Seqs start at 1: a key for 0 is damage (and as a reader's
-	 * cursor, 0 would mean "from the newest" again). */
-	if (key_log_decode(k, klen, o, &oldest) != 0 || oldest == 0)
+	if (key_log_decode(k, klen, o, &oldest) != 0)
 		return -1;
 	v5 = read_mark(&r);
 	seq[0] = 0;
@@ -490,11 +481,8 @@ int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	seqs_fix(seq, cnt, oldest);
 	if (v5 && times_fix(at, seq, cnt, clk) != 0)
 		return -1;
-	for (size_t i = 0; i < cnt; i++) {
-		if (!at_ok(at[i]))
-			return -1;
+	for (size_t i = 0; i < cnt; i++)
 		out[i].at_ms = at[i];
-	}
 	*n = cnt;
 	return 0;
 }
@@ -513,8 +501,7 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	assert(member != NULL && ktype != NULL && seq != NULL);
 	assert(out != NULL && n != NULL);
 	assert(v != NULL || vlen == 0);
-	if (key_hist_decode(k, klen, member, ktype, &oldest) != 0 ||
-	    oldest == 0)
+	if (key_hist_decode(k, klen, member, ktype, &oldest) != 0)
 		return -1;
 	v5 = read_mark(&r);
 	seq[0] = 0;
@@ -529,10 +516,6 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 		e->content = read_u64(&r);
 		at[cnt] = read_time(&r, at, cnt, v5);
 		e->delta = read_i64(&r);
-		/* Content type ids start at 1 (0 would read as a name the
-		 * store gave, as the redis-cluster store's do). */
-		if (e->ctype == 0)
-			return -1;
 		cnt++;
 	} while (!r.err && r.left > 0);
 	if (reader_done(&r) != 0)
@@ -540,13 +523,33 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	seqs_fix(seq, cnt, oldest);
 	if (v5 && times_fix(at, seq, cnt, clk) != 0)
 		return -1;
-	for (size_t i = 0; i < cnt; i++) {
-		if (!at_ok(at[i]))
-			return -1;
+	for (size_t i = 0; i < cnt; i++)
 		out[i].at_ms = at[i];
-	}
 	*n = cnt;
 	return 0;
+}
+
+/* A time a write can give (AT's range, which default and imported times
+ * keep to). */
+static int at_ok(int64_t at_ms)
+{
+	return at_ms >= 1 && at_ms <= TALLY_AT_MS_MAX;
+}
+
+int log_entry_sane(const uint64_t *seq, const val_log *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (seq[i] == 0 || !at_ok(v[i].at_ms))
+			return 0;
+	return 1;
+}
+
+int hist_entry_sane(const uint64_t *seq, const val_hist *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (seq[i] == 0 || v[i].ctype == 0 || !at_ok(v[i].at_ms))
+			return 0;
+	return 1;
 }
 
 size_t val_i64_encode(uint8_t *buf, int64_t v)

@@ -158,6 +158,13 @@ int val_chunk_clocked(const uint8_t *v, size_t len);
 int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                      size_t vlen, const ev_clock *clk, key_obj *o,
                      uint64_t *seq, val_log *out, size_t *n);
+/* Whether n decoded events hold only what a write gives: seqs from 1,
+ * times in 1..TALLY_AT_MS_MAX, and (history) content type ids from 1.
+ * Decoding checks the bytes' form only: readers that answer with events
+ * check this too (anything else is damage), while the event scan, which
+ * salvages what it can, hands them on for its caller to skip. */
+int log_entry_sane(const uint64_t *seq, const val_log *v, size_t n);
+int hist_entry_sane(const uint64_t *seq, const val_hist *v, size_t n);
 /* The same for a history entry: its member and type, and its events. */
 int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen, const ev_clock *clk, uint64_t *member,

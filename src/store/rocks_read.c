@@ -384,7 +384,8 @@ typedef struct chunk {
 	};
 } chunk;
 
-/* The log entry under the scan's iterator; 0, or -1 if corrupt. */
+/* The log entry under the scan's iterator; 0, or -1 if corrupt (its
+ * fields included: a reader answers with them). */
 static int log_entry_at(const scan *sc, chunk *ck)
 {
 	size_t klen, vlen;
@@ -392,8 +393,11 @@ static int log_entry_at(const scan *sc, chunk *ck)
 	const char *v = rocksdb_iter_value(sc->it, &vlen);
 	key_obj o;
 
-	return log_entry_decode((const uint8_t *)k, klen, (const uint8_t *)v,
-	                        vlen, &sc->clk, &o, ck->seq, ck->log, &ck->n);
+	if (log_entry_decode((const uint8_t *)k, klen, (const uint8_t *)v,
+	                     vlen, &sc->clk, &o, ck->seq, ck->log,
+	                     &ck->n) != 0)
+		return -1;
+	return log_entry_sane(ck->seq, ck->log, ck->n) ? 0 : -1;
 }
 
 /* Seek target for "seq < before": seqs are stored inverted, so the first
@@ -593,7 +597,8 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 
 		if (hist_entry_decode((const uint8_t *)k, klen,
 		                      (const uint8_t *)v, vlen, &sc.clk, &m,
-		                      &kt, ck.seq, ck.hist, &ck.n) != 0) {
+		                      &kt, ck.seq, ck.hist, &ck.n) != 0 ||
+		    !hist_entry_sane(ck.seq, ck.hist, ck.n)) {
 			rc = TALLY_ECORRUPT;
 			break;
 		}

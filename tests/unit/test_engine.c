@@ -4251,7 +4251,9 @@ static void test_format4_chunks_read_after_upgrade(void **state)
 /* Stored events whose fields no write gives (a time outside AT's range, a
  * seq of 0, a content type id of 0) are damage: the reads that meet them
  * answer TALLY_ECORRUPT, never the damaged field. (Before, RECENT gave a
- * time of -5, and a seq of 0 sent a pager back to the newest for ever.) */
+ * time of -5, and a seq of 0 sent a pager back to the newest for ever.)
+ * The event scan, which export and stats salvage with, hands the times on
+ * for them to skip and count. */
 static void raw_put(raw_db *d, int cf, const uint8_t *k, size_t klen,
                     const uint8_t *v, size_t vlen)
 {
@@ -4262,6 +4264,19 @@ static void raw_put(raw_db *d, int cf, const uint8_t *k, size_t klen,
 	               (const char *)v, vlen, &err);
 	assert_null(err);
 	rocksdb_writeoptions_destroy(wo);
+}
+
+typedef struct damaged_scan {
+	int64_t at[2]; /* of contents 90 and 91 */
+} damaged_scan;
+
+static int damaged_scan_fn(void *arg, const tally_event_rec *ev)
+{
+	damaged_scan *d = arg;
+
+	if (ev->content == 90 || ev->content == 91)
+		d->at[ev->content - 90] = ev->at_ms;
+	return 0;
 }
 
 static void test_damaged_event_fields_are_corrupt(void **state)
@@ -4324,6 +4339,13 @@ static void test_damaged_event_fields_are_corrupt(void **state)
 	CHECK_OK(tally_recent(f->t, "article", "like", 1, 2, 0, e, &n));
 	CHECK_U64(n, 1);
 	CHECK_OK(tally_has(f->t, "article", "like", 1, 1, &c));
+	{
+		damaged_scan ds = { { 0, 0 } };
+
+		CHECK_OK(tally_events_scan(f->t, damaged_scan_fn, &ds));
+		CHECK_I64(ds.at[0], bad_at[0]);
+		CHECK_I64(ds.at[1], bad_at[1]);
+	}
 }
 
 /* Chunks that hold the same events, as a compaction that wrote a running
