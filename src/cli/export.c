@@ -6,12 +6,15 @@
  * OUT.types always the one written with it.
  *
  * Records hold no content type, and an import puts a file's records under
- * one. Without --ctype, a record's running total is therefore the
- * object's plus the last totals that the same counting type and content
- * reached under the content types scanned before it: the import then
- * counts their sum (a unique type's members once each), where the totals
- * of the second content type, read as changes of the first's, gave other
- * counts and events that never happened. */
+ * one. Without --ctype, a record's running total is therefore the sum,
+ * over every content type, of the last totals its counting type and
+ * content reached so far in the scan: each event moves the sum by its
+ * own change, so the import counts the sums of total types (and replays
+ * a unique type's adds and removes in the file's order), where the totals
+ * of a second content type, read as changes of the first's, gave other
+ * counts and events that never happened. Events skipped for their bits
+ * move the sum too, so their change goes into the next record, as within
+ * one content type. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,19 +47,23 @@ typedef struct export_run {
 	size_t ntypes;
 	uint16_t last_id;             /* id of last_ktype: a one-entry cache */
 	char last_ktype[TALLY_NAME_MAX + 1];
-	char last_ctype[TALLY_NAME_MAX + 1];
 	uint64_t ctypes;              /* content types written */
 	uint64_t scanned, written;
 	uint64_t skip_content, skip_member, skip_time;
 	int io_errno;                 /* of the write that failed */
 	out_progress prog;
-	/* Without --ctype: (ktype, content) -> the sum of its last totals
-	 * in the content types before (base), its last total written in
-	 * this one (cur), and which one that is. */
-	objmap base, cur;
-	char cur_ctype[TALLY_NAME_MAX + 1];
-	int cur_any;
+	/* Without --ctype: (ktype, content) -> the sum over the content
+	 * types (sums), and each content type's last total (in ct). */
+	objmap sums;
+	struct export_ctype *ct;
+	size_t nct, capct, curct;     /* curct: the last one looked up */
 } export_run;
+
+typedef struct export_ctype {
+	char name[TALLY_NAME_MAX + 1];
+	objmap last;                  /* (ktype, content) -> its last total */
+	int written;                  /* a record of it is in the file */
+} export_ctype;
 
 typedef struct export_paths {
 	char out[EXPORT_PATH_MAX], part[EXPORT_PATH_MAX];
@@ -104,27 +111,65 @@ static int export_encode(export_run *x, const tally_event_rec *ev,
 	return 1;
 }
 
-/* A new content type (the scan gives each one's events together): the
- * last totals of the one before join the sums. 0, or a stop code. */
-static int sums_next_ctype(export_run *x, const char *ctype)
+/* The content type's entry, added if new; NULL when out of memory. The
+ * scan gives most of a content type's events together (those since the
+ * last checkpoint, if any, interleave): the last one is looked at first. */
+static export_ctype *ctype_of(export_run *x, const char *name)
 {
-	for (size_t i = 0; i < x->cur.cap; i++) {
-		const objmap_slot *c = &x->cur.slots[i];
-		objmap_slot *b;
-		int fresh;
-
-		if (c->key == OBJMAP_EMPTY)
-			continue;
-		b = objmap_put(&x->base, c->key, &fresh);
-		if (b == NULL)
-			return EXPORT_STOP_NOMEM;
-		if (__builtin_add_overflow(b->total, c->total, &b->total))
-			return EXPORT_STOP_SUM;
+	if (x->nct > 0 && strcmp(x->ct[x->curct].name, name) == 0)
+		return &x->ct[x->curct];
+	for (size_t i = 0; i < x->nct; i++) {
+		if (strcmp(x->ct[i].name, name) == 0) {
+			x->curct = i;
+			return &x->ct[i];
+		}
 	}
-	objmap_clear(&x->cur);
-	snprintf(x->cur_ctype, sizeof x->cur_ctype, "%s", ctype);
-	x->cur_any = 1;
+	if (x->nct == x->capct) {
+		size_t cap = x->capct ? x->capct * 2 : 8;
+		export_ctype *n = realloc(x->ct, cap * sizeof *n);
+
+		if (n == NULL)
+			return NULL;
+		x->ct = n;
+		x->capct = cap;
+	}
+	memset(&x->ct[x->nct], 0, sizeof x->ct[x->nct]);
+	snprintf(x->ct[x->nct].name, sizeof x->ct[x->nct].name, "%s", name);
+	objmap_init(&x->ct[x->nct].last);
+	x->curct = x->nct++;
+	return &x->ct[x->curct];
+}
+
+/* The record's running total: the object's sum over the content types,
+ * moved by this event's change. 0, or a stop code. */
+static int sums_move(export_run *x, export_ctype *c, uint64_t key,
+                     const tally_event_rec *ev, int64_t *total)
+{
+	objmap_slot *last, *sum;
+	int64_t d;
+	int fresh;
+
+	last = objmap_put(&c->last, key, &fresh);
+	if (last == NULL)
+		return EXPORT_STOP_NOMEM;
+	if (__builtin_sub_overflow(ev->total, last->total, &d))
+		return EXPORT_STOP_SUM;
+	last->total = ev->total;
+	sum = objmap_put(&x->sums, key, &fresh);
+	if (sum == NULL)
+		return EXPORT_STOP_NOMEM;
+	if (__builtin_add_overflow(sum->total, d, &sum->total))
+		return EXPORT_STOP_SUM;
+	*total = sum->total;
 	return 0;
+}
+
+static void export_run_free(export_run *x)
+{
+	for (size_t i = 0; i < x->nct; i++)
+		objmap_free(&x->ct[i].last);
+	free(x->ct);
+	objmap_free(&x->sums);
 }
 
 static int export_visit(void *arg, const tally_event_rec *ev)
@@ -132,7 +177,7 @@ static int export_visit(void *arg, const tally_event_rec *ev)
 	export_run *x = arg;
 	uint8_t buf[RECORD_SIZE];
 	int64_t w[3], total = ev->total;
-	uint64_t key = 0;
+	export_ctype *c = NULL;
 	uint16_t id;
 	int rc;
 
@@ -141,36 +186,23 @@ static int export_visit(void *arg, const tally_event_rec *ev)
 		return 0;
 	if (ktype_id(x, ev->ktype, &id) != 0)
 		return EXPORT_STOP_TYPE;
-	if (x->ctype == NULL && (!x->cur_any ||
-	                         strcmp(ev->ctype, x->cur_ctype) != 0)) {
-		rc = sums_next_ctype(x, ev->ctype);
+	/* Before the checks that may skip it: its change moves the sum. An
+	 * id over 32 bits has no key (its object is never written). */
+	if (x->ctype == NULL && ev->content <= UINT32_MAX) {
+		c = ctype_of(x, ev->ctype);
+		if (c == NULL)
+			return EXPORT_STOP_NOMEM;
+		rc = sums_move(x, c, objmap_key(id, ev->content), ev, &total);
 		if (rc != 0)
 			return rc;
 	}
-	/* An id over 32 bits is skipped below, and has no key. */
-	if (x->ctype == NULL && ev->content <= UINT32_MAX) {
-		const objmap_slot *b;
-
-		key = objmap_key(id, ev->content);
-		b = objmap_get(&x->base, key);
-		if (b != NULL &&
-		    __builtin_add_overflow(b->total, ev->total, &total))
-			return EXPORT_STOP_SUM;
-	}
 	if (!export_encode(x, ev, id, total, w))
 		return 0;
-	if (x->ctype == NULL) {
-		int fresh;
-		objmap_slot *c = objmap_put(&x->cur, key, &fresh);
-
-		if (c == NULL)
-			return EXPORT_STOP_NOMEM;
-		c->total = ev->total;
-	}
-	/* Events come grouped by content type: a change is a new one. */
-	if (x->written == 0 || strcmp(ev->ctype, x->last_ctype) != 0) {
-		strcpy(x->last_ctype, ev->ctype);
+	if (c != NULL && !c->written) {
+		c->written = 1;
 		x->ctypes++;
+	} else if (x->ctype != NULL && x->written == 0) {
+		x->ctypes = 1;
 	}
 	record_pack(w, buf);
 	if (fwrite(buf, RECORD_SIZE, 1, x->f) != 1) {
@@ -330,8 +362,9 @@ static void export_warn(const export_run *x)
 		fprintf(stderr, "tally: warning: %" PRIu64 " content types in "
 		        "one file, and records do not hold the content type: "
 		        "an import puts them all under one, with each object's "
-		        "counts summed over them. Use --ctype NAME to export "
-		        "one at a time.\n", x->ctypes);
+		        "counts summed over them (a unique type's members as "
+		        "the file's adds and removes leave them). Use --ctype "
+		        "NAME to export one at a time.\n", x->ctypes);
 }
 
 int cmd_export(const cli_ctx *ctx, const cli_args *a)
@@ -359,8 +392,7 @@ int cmd_export(const cli_ctx *ctx, const cli_args *a)
 		rc = export_files(t, dir, &x, &p);
 	tally_close(t);
 	free(types);
-	objmap_free(&x.base);
-	objmap_free(&x.cur);
+	export_run_free(&x);
 	if (rc == CLI_OK) {
 		export_report(ctx, &x, &p);
 		export_warn(&x);

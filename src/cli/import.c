@@ -693,8 +693,8 @@ static void import_report(const cli_ctx *ctx, const char *dir,
 		printf("%" PRIu64 " counts differ from the file's running "
 		       "totals: the folder held events of those objects "
 		       "before, the export skipped some of their events (it "
-		       "reports how many), or a member's like is in it under "
-		       "two content types (counted once)\n", sum->differ);
+		       "reports how many), or a unique type's member is in it "
+		       "under several content types\n", sum->differ);
 }
 
 /* How many records of this file an earlier run imported (its mark), into
