@@ -61,20 +61,26 @@ static inline uint32_t be32_get(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
+/* Spelled out, not as a loop: GCC 12 at -O2 keeps a loop's eight byte
+ * stores (about 50 instructions); this form is one bswap at any -O. */
 static inline void be64_put(uint8_t *p, uint64_t v)
 {
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (uint8_t)v;
-		v >>= 8;
-	}
+	p[0] = (uint8_t)(v >> 56);
+	p[1] = (uint8_t)(v >> 48);
+	p[2] = (uint8_t)(v >> 40);
+	p[3] = (uint8_t)(v >> 32);
+	p[4] = (uint8_t)(v >> 24);
+	p[5] = (uint8_t)(v >> 16);
+	p[6] = (uint8_t)(v >> 8);
+	p[7] = (uint8_t)v;
 }
 
 static inline uint64_t be64_get(const uint8_t *p)
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
+	return (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 |
+	       (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
+	       (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 |
+	       (uint64_t)p[6] << 8 | p[7];
 }
 
 #endif
