@@ -79,6 +79,7 @@ typedef struct schema {
 	hmap *ctypes;                /* name -> uint16 id */
 	char (*ctype_names)[TALLY_NAME_MAX + 1]; /* id -> name */
 	uint32_t ctype_next_id;
+	uint32_t ctype_cap;          /* ids ctype_names has room for */
 } schema;
 
 /* Remembered idempotency tokens (committer-only after open). */

@@ -67,12 +67,24 @@ static int ctype_insert(schema *s, const char *name, size_t len, uint16_t id)
 
 	if (id == 0)
 		return TALLY_ECORRUPT;
-	if (id >= s->ctype_next_id) {
-		void *p = realloc(s->ctype_names,
-		                  ((size_t)id + 1) * sizeof *s->ctype_names);
+	if (id >= s->ctype_cap) {
+		/* Doubling: one id more each time copied the whole table at
+		 * every new content type (65535 of them took minutes to load
+		 * where realloc cannot grow in place). */
+		uint32_t cap = s->ctype_cap ? s->ctype_cap : 64;
+		void *p;
+
+		while (cap <= id)
+			cap *= 2;
+		if (cap > (uint32_t)TALLY_CTYPES_MAX + 1)
+			cap = (uint32_t)TALLY_CTYPES_MAX + 1;
+		p = realloc(s->ctype_names, (size_t)cap * sizeof *s->ctype_names);
 		if (p == NULL)
 			return TALLY_ENOMEM;
 		s->ctype_names = p;
+		s->ctype_cap = cap;
+	}
+	if (id >= s->ctype_next_id) {
 		for (uint32_t i = s->ctype_next_id; i <= id; i++)
 			s->ctype_names[i][0] = '\0';
 		s->ctype_next_id = (uint32_t)id + 1;
@@ -113,6 +125,7 @@ void schema_free(schema *s)
 	hmap_free(s->types);
 	hmap_free(s->ctypes);
 	free(s->ctype_names);
+	s->ctype_cap = 0;
 	s->types = s->ctypes = NULL;
 	s->ctype_names = NULL;
 	pthread_rwlock_destroy(&s->lock);
