@@ -734,8 +734,9 @@ typedef int (*tally_event_fn)(void *arg, const tally_event_rec *ev);
  * must not take a change of object to mean the one before is complete.
  * Reads a consistent snapshot; writes may go on meanwhile. It salvages:
  * an event whose stored time was damaged (outside 1..TALLY_AT_MS_MAX)
- * is handed on as stored, for the visitor to skip (the reads that answer
- * with events refuse it with TALLY_ECORRUPT).
+ * is handed on as stored, for the visitor to skip, and one whose seq
+ * was damaged to 0 is passed over (the reads that answer with events
+ * refuse both with TALLY_ECORRUPT).
  * @param fn  visitor; must not be NULL.
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO; TALLY_ECORRUPT (an entry
  *         whose bytes do not decode); or the visitor's non-zero value.

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hmap.h"
 #include "core/record.h"
 #include "json.h"
 #include "objmap.h"
@@ -57,6 +58,7 @@ typedef struct export_run {
 	objmap sums;
 	struct export_ctype *ct;
 	size_t nct, capct, curct;     /* curct: the last one looked up */
+	hmap *ct_index;               /* name -> index into ct */
 } export_run;
 
 typedef struct export_ctype {
@@ -116,14 +118,15 @@ static int export_encode(export_run *x, const tally_event_rec *ev,
  * last checkpoint, if any, interleave): the last one is looked at first. */
 static export_ctype *ctype_of(export_run *x, const char *name)
 {
+	size_t *idx;
+	int fresh;
+
 	if (x->nct > 0 && strcmp(x->ct[x->curct].name, name) == 0)
 		return &x->ct[x->curct];
-	for (size_t i = 0; i < x->nct; i++) {
-		if (strcmp(x->ct[i].name, name) == 0) {
-			x->curct = i;
-			return &x->ct[i];
-		}
-	}
+	if (x->ct_index == NULL &&
+	    (x->ct_index = hmap_create(sizeof(size_t))) == NULL)
+		return NULL;
+	/* Room first: a name in the index always has its entry. */
 	if (x->nct == x->capct) {
 		size_t cap = x->capct ? x->capct * 2 : 8;
 		export_ctype *n = realloc(x->ct, cap * sizeof *n);
@@ -133,6 +136,14 @@ static export_ctype *ctype_of(export_run *x, const char *name)
 		x->ct = n;
 		x->capct = cap;
 	}
+	idx = hmap_put(x->ct_index, name, strlen(name), &fresh);
+	if (idx == NULL)
+		return NULL;
+	if (!fresh) {
+		x->curct = *idx;
+		return &x->ct[x->curct];
+	}
+	*idx = x->nct;
 	memset(&x->ct[x->nct], 0, sizeof x->ct[x->nct]);
 	snprintf(x->ct[x->nct].name, sizeof x->ct[x->nct].name, "%s", name);
 	objmap_init(&x->ct[x->nct].last);
@@ -170,6 +181,8 @@ static void export_run_free(export_run *x)
 		objmap_free(&x->ct[i].last);
 	free(x->ct);
 	objmap_free(&x->sums);
+	if (x->ct_index != NULL)
+		hmap_free(x->ct_index);
 }
 
 static int export_visit(void *arg, const tally_event_rec *ev)

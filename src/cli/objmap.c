@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OBJMAP_CAP_MIN 1024
+/* Small: an export keeps a map per content type, most of them small. */
+#define OBJMAP_CAP_MIN 16
 
 void objmap_init(objmap *m)
 {

@@ -66,8 +66,9 @@ tallyd_on() {
 	port=$(python3 -c 'import random, socket
 lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 used = open("/proc/net/tcp").read() + open("/proc/net/tcp6").read()
+hi = min(lo, 32000) if lo > 21000 else 32000
 while True:
-    p = random.randrange(20000, min(lo, 32000))
+    p = random.randrange(20000, hi)
     if (":%04X " % p) not in used:
         break
 s = socket.socket()
