@@ -48,7 +48,6 @@ typedef struct export_run {
 	size_t ntypes;
 	uint16_t last_id;             /* id of last_ktype: a one-entry cache */
 	char last_ktype[TALLY_NAME_MAX + 1];
-	uint64_t ctypes;              /* content types written */
 	uint64_t scanned, written;
 	uint64_t skip_content, skip_member, skip_time;
 	int io_errno;                 /* of the write that failed */
@@ -175,6 +174,18 @@ static int sums_move(export_run *x, export_ctype *c, uint64_t key,
 	return 0;
 }
 
+/* Content types with a record in the file. */
+static uint64_t ctypes_written(const export_run *x)
+{
+	uint64_t n = 0;
+
+	if (x->ctype != NULL)
+		return x->written > 0;
+	for (size_t i = 0; i < x->nct; i++)
+		n += (uint64_t)x->ct[i].written;
+	return n;
+}
+
 static void export_run_free(export_run *x)
 {
 	for (size_t i = 0; i < x->nct; i++)
@@ -211,12 +222,8 @@ static int export_visit(void *arg, const tally_event_rec *ev)
 	}
 	if (!export_encode(x, ev, id, total, w))
 		return 0;
-	if (c != NULL && !c->written) {
+	if (c != NULL)
 		c->written = 1;
-		x->ctypes++;
-	} else if (x->ctype != NULL && x->written == 0) {
-		x->ctypes = 1;
-	}
 	record_pack(w, buf);
 	if (fwrite(buf, RECORD_SIZE, 1, x->f) != 1) {
 		/* The scan may call more before it returns. */
@@ -345,7 +352,7 @@ static void export_report(const cli_ctx *ctx, const export_run *x,
 		json_kv_str(&w, "types_file", p->types);
 		json_kv_u64(&w, "events_scanned", x->scanned);
 		json_kv_u64(&w, "records", x->written);
-		json_kv_u64(&w, "content_types", x->ctypes);
+		json_kv_u64(&w, "content_types", ctypes_written(x));
 		json_key(&w, "skipped");
 		json_obj(&w);
 		json_kv_u64(&w, "content_over_32_bits", x->skip_content);
@@ -371,13 +378,13 @@ static void export_warn(const export_run *x)
 	    x->skip_member + x->skip_time == 0)
 		fprintf(stderr, "tally: warning: no events of content type "
 		        "'%s'\n", x->ctype);
-	if (x->ctype == NULL && x->ctypes > 1)
+	if (x->ctype == NULL && ctypes_written(x) > 1)
 		fprintf(stderr, "tally: warning: %" PRIu64 " content types in "
 		        "one file, and records do not hold the content type: "
 		        "an import puts them all under one, with each object's "
 		        "counts summed over them (a unique type's members as "
 		        "the file's adds and removes leave them). Use --ctype "
-		        "NAME to export one at a time.\n", x->ctypes);
+		        "NAME to export one at a time.\n", ctypes_written(x));
 }
 
 int cmd_export(const cli_ctx *ctx, const cli_args *a)
@@ -405,10 +412,10 @@ int cmd_export(const cli_ctx *ctx, const cli_args *a)
 		rc = export_files(t, dir, &x, &p);
 	tally_close(t);
 	free(types);
-	export_run_free(&x);
 	if (rc == CLI_OK) {
 		export_report(ctx, &x, &p);
 		export_warn(&x);
 	}
+	export_run_free(&x);
 	return rc;
 }

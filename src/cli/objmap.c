@@ -81,14 +81,3 @@ objmap_slot *objmap_put(objmap *m, uint64_t key, int *inserted)
 	}
 	return s;
 }
-
-objmap_slot *objmap_get(const objmap *m, uint64_t key)
-{
-	objmap_slot *s;
-
-	assert(key != OBJMAP_EMPTY);
-	if (m->count == 0)
-		return NULL;
-	s = find(m->slots, m->cap, key);
-	return s->key == key ? s : NULL;
-}

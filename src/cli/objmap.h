@@ -35,7 +35,5 @@ void objmap_clear(objmap *m);
 /* The slot of key, inserting one (total 0, *inserted 1) if absent. NULL
  * when out of memory. Valid until the next put. */
 objmap_slot *objmap_put(objmap *m, uint64_t key, int *inserted);
-/* The slot of key, or NULL if absent. Valid until the next put. */
-objmap_slot *objmap_get(const objmap *m, uint64_t key);
 
 #endif

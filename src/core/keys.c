@@ -529,9 +529,7 @@ int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
 	return 0;
 }
 
-/* A time a write can give (AT's range, which default and imported times
- * keep to). */
-static int at_ok(int64_t at_ms)
+int ev_time_ok(int64_t at_ms)
 {
 	return at_ms >= 1 && at_ms <= TALLY_AT_MS_MAX;
 }
@@ -539,7 +537,7 @@ static int at_ok(int64_t at_ms)
 int log_entry_sane(const uint64_t *seq, const val_log *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (seq[i] == 0 || !at_ok(v[i].at_ms))
+		if (seq[i] == 0 || !ev_time_ok(v[i].at_ms))
 			return 0;
 	return 1;
 }
@@ -547,7 +545,7 @@ int log_entry_sane(const uint64_t *seq, const val_log *v, size_t n)
 int hist_entry_sane(const uint64_t *seq, const val_hist *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (seq[i] == 0 || v[i].ctype == 0 || !at_ok(v[i].at_ms))
+		if (seq[i] == 0 || v[i].ctype == 0 || !ev_time_ok(v[i].at_ms))
 			return 0;
 	return 1;
 }

@@ -164,6 +164,9 @@ int log_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,
  * check this too (anything else is damage), while the event scan, which
  * salvages what it can, hands them on for its caller to skip. */
 int log_entry_sane(const uint64_t *seq, const val_log *v, size_t n);
+/* Whether a time is one a write gives (AT's range, which default and
+ * imported times keep to). */
+int ev_time_ok(int64_t at_ms);
 int hist_entry_sane(const uint64_t *seq, const val_hist *v, size_t n);
 /* The same for a history entry: its member and type, and its events. */
 int hist_entry_decode(const uint8_t *k, size_t klen, const uint8_t *v,

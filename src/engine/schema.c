@@ -74,10 +74,9 @@ static int ctype_insert(schema *s, const char *name, size_t len, uint16_t id)
 		uint32_t cap = s->ctype_cap ? s->ctype_cap : 64;
 		void *p;
 
+		/* At most 65536: ids are 16 bits. */
 		while (cap <= id)
 			cap *= 2;
-		if (cap > (uint32_t)TALLY_CTYPES_MAX + 1)
-			cap = (uint32_t)TALLY_CTYPES_MAX + 1;
 		p = realloc(s->ctype_names, (size_t)cap * sizeof *s->ctype_names);
 		if (p == NULL)
 			return TALLY_ENOMEM;

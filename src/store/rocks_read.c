@@ -314,7 +314,7 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
 	rocks_dirty_unlock(r);
 	/* The membership's value is its time: one no write gives is
 	 * damage. */
-	if (rc == TALLY_OK && (at < 1 || at > TALLY_AT_MS_MAX))
+	if (rc == TALLY_OK && !ev_time_ok(at))
 		rc = TALLY_ECORRUPT;
 	if (rc == TALLY_OK && at_ms != NULL)
 		*at_ms = at;
