@@ -763,6 +763,7 @@ static void commit_batch(tally *t, size_t n)
 }
 
 static void recover_maybe(tally *t);
+static int recover_now(tally *t);
 
 static void *committer_main(void *arg)
 {
@@ -788,12 +789,22 @@ static void *committer_main(void *arg)
 		recover_maybe(t);
 		pthread_mutex_unlock(&t->commit_lock);
 	}
-	if (async && !t->failed) {
+	if (async) {
 		pthread_mutex_lock(&t->commit_lock);
-		pthread_rwlock_wrlock(&t->fold_lock);
-		(void)fold(t, 0); /* a limbo now would die with the handle */
-		pthread_rwlock_unlock(&t->fold_lock);
-		(void)store_sync(t);
+		/* The cells hold acknowledged adds, and a fold of unknown
+		 * outcome may wait in limbo: closed on a failed store, they
+		 * would die with the handle. One recovery first, whenever the
+		 * last was tried; if it fails too, they are lost, as in a
+		 * crash of the process. */
+		if (t->failed)
+			(void)recover_now(t);
+		if (!t->failed) {
+			pthread_rwlock_wrlock(&t->fold_lock);
+			/* unmarked: a limbo now would die with the handle */
+			(void)fold(t, 0);
+			pthread_rwlock_unlock(&t->fold_lock);
+			(void)store_sync(t);
+		}
 		pthread_mutex_unlock(&t->commit_lock);
 	}
 	return NULL;
@@ -1040,6 +1051,24 @@ static int limbo_resolve(tally *t)
 	return rc == TALLY_ENOTFOUND ? TALLY_OK : rc;
 }
 
+/* Reopen the failed store and resolve a fold left in limbo; on success
+ * writes are taken again. Committer, commit lock held, queue empty. */
+static int recover_now(tally *t)
+{
+	int rc = recover(t);
+
+	if (rc == TALLY_OK)
+		rc = limbo_resolve(t);
+	if (rc != TALLY_OK)
+		return rc;
+	pthread_mutex_lock(&t->qlock);
+	t->failed = 0;
+	t->fail_err = TALLY_OK;
+	pthread_mutex_unlock(&t->qlock);
+	atomic_fetch_add(&t->st_store_recoveries, 1);
+	return TALLY_OK;
+}
+
 static void recover_maybe(tally *t)
 {
 	int idle;
@@ -1054,13 +1083,7 @@ static void recover_maybe(tally *t)
 	if (!idle)
 		return;
 	t->recover_at_ns = eng_now_ns() + ENG_RECOVER_INTERVAL_NS;
-	if (recover(t) != TALLY_OK || limbo_resolve(t) != TALLY_OK)
-		return;
-	pthread_mutex_lock(&t->qlock);
-	t->failed = 0;
-	t->fail_err = TALLY_OK;
-	pthread_mutex_unlock(&t->qlock);
-	atomic_fetch_add(&t->st_store_recoveries, 1);
+	(void)recover_now(t);
 }
 
 static void tally_free(tally *t)
