@@ -634,7 +634,7 @@ static int incr_args(api_ctx *x, json_t **doc, tally_write *w)
 /* ---- queued writes ------------------------------------------------------ */
 
 /* A pending answer for n writes (0: an empty array, answered at once);
- * NULL (after a 500) when out of memory. */
+ * NULL (after a 503) when out of memory. */
 static http_pending *pend_new(api_ctx *x, enum pend_kind kind, size_t n)
 {
 	http_pending *p = calloc(1, sizeof *p + n * sizeof p->res[0]);

@@ -61,6 +61,7 @@ typedef struct conn conn;
 
 typedef struct slot {
 	struct slot *next;
+	struct slot *done_next;   /* in its worker's done list */
 	conn *c;
 	uint8_t fmt;              /* enum reply_fmt; 0: text */
 	uint8_t ready;
@@ -109,10 +110,11 @@ typedef struct worker {
 	int local_done;           /* completions pushed by this thread */
 	conn *more;               /* connections that used up their turn */
 	pthread_mutex_t done_lock;
-	slot **done;              /* completed slots from the committer */
-	size_t done_n, done_cap;
-	slot **done_spare;        /* swapped with done when draining */
-	size_t done_spare_cap;
+	/* Completed slots from the committer, oldest first: linked through
+	 * the slots, so a completion never allocates (a slot is in it at
+	 * most once: it completes once, an HTTP request's slot before the
+	 * connection's next request). */
+	slot *done_head, *done_tail;
 	conn *conns;              /* every live connection */
 	rbuf scratch;             /* replies made while slots are owed */
 	srv_stats *st;
@@ -267,18 +269,12 @@ static void slot_write_done(void *arg, int err, int64_t result)
 static void done_push(worker *w, slot *sl)
 {
 	pthread_mutex_lock(&w->done_lock);
-	if (w->done_n == w->done_cap) {
-		size_t cap = w->done_cap ? w->done_cap * 2 : 1024;
-		slot **d = realloc(w->done, cap * sizeof *d);
-
-		/* Out of memory here cannot be answered: the reply would be
-		 * lost and the client would wait forever, so give up loudly. */
-		if (d == NULL)
-			abort();
-		w->done = d;
-		w->done_cap = cap;
-	}
-	w->done[w->done_n++] = sl;
+	sl->done_next = NULL;
+	if (w->done_tail != NULL)
+		w->done_tail->done_next = sl;
+	else
+		w->done_head = sl;
+	w->done_tail = sl;
 	pthread_mutex_unlock(&w->done_lock);
 	/* The wake after the unlock: the loop may have taken sl meanwhile,
 	 * even freed its connection, but the worker itself (and w->wake)
@@ -1485,26 +1481,21 @@ static void worker_maybe_exit(worker *w)
 static void on_wake(uv_async_t *a)
 {
 	worker *w = a->data;
-	slot **done;
-	size_t n, cap;
+	slot *done;
 
 	inbox_take(w, 0);
 	pthread_mutex_lock(&w->done_lock);
-	done = w->done;
-	cap = w->done_cap;
-	n = w->done_n;
-	w->done = w->done_spare;
-	w->done_cap = w->done_spare_cap;
-	w->done_n = 0;
+	done = w->done_head;
+	w->done_head = w->done_tail = NULL;
 	pthread_mutex_unlock(&w->done_lock);
 	/* Mark every completion first, then run each connection once: its
 	 * replies then leave in one write, not one per completed slot. */
 	conn *woken = NULL;
 
-	for (size_t i = 0; i < n; i++) {
-		conn *c = done[i]->c;
+	for (slot *sl = done; sl != NULL; sl = sl->done_next) {
+		conn *c = sl->c;
 
-		done[i]->ready = 1;
+		sl->ready = 1;
 		c->owed--;
 		if (!c->woken) {
 			c->woken = 1;
@@ -1531,8 +1522,6 @@ static void on_wake(uv_async_t *a)
 		}
 		resp_process(c);
 	}
-	w->done_spare = done;
-	w->done_spare_cap = cap;
 	if (atomic_load(&w->s->stopping))
 		worker_shutdown(w);
 	worker_maybe_exit(w);
@@ -1900,8 +1889,6 @@ void net_free(srv *s)
 			free(w->spare);
 			w->spare = next;
 		}
-		free(w->done);
-		free(w->done_spare);
 		rbuf_free(&w->scratch);
 		free(w);
 	}

@@ -11,6 +11,9 @@
  *     Every like member sent (acked or not) goes to DIR/sent.ROUND before
  *     it is sent, and at the end the totals sent per key and per object:
  *       L obj member | IS key total | VS obj total
+ *     With ACK_LOAD_RECONNECT set in the environment, a connection the
+ *     server closes is opened again, until SECONDS pass (test_memory.sh:
+ *     tallyd closes a connection whose request it has no memory for).
  *   ack_load verify PORT ROUND DIR
  *     With DIR/state.(ROUND-1) as the state after the previous round
  *     (values and present members), checks against the restarted tallyd:
@@ -48,7 +51,10 @@ static double g_seconds;
 static FILE *g_ack, *g_sent;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic long long g_sent_i[NKEYS], g_sent_v[NOBJS];
-static _Atomic long long g_acked, g_errors;
+static _Atomic long long g_acked, g_errors, g_reconnects;
+/* ACK_LOAD_RECONNECT=1: a connection the server closes is opened again
+ * (until SECONDS pass), instead of ending its thread. */
+static int g_reconnect;
 
 static double now_s(void)
 {
@@ -199,6 +205,19 @@ static void *load_thread(void *arg)
 		fwrite(acked, 1, al, g_ack);
 		fflush(g_ack);
 		pthread_mutex_unlock(&g_mu);
+		if (dead && g_reconnect) {
+			/* A server that closed this connection (out of
+			 * memory, say) may take the next. */
+			struct timespec ms = {0, 10 * 1000000};
+
+			redisFree(c);
+			while ((c = connect_to()) == NULL && now_s() < end)
+				nanosleep(&ms, NULL);
+			if (c == NULL)
+				return NULL;
+			atomic_fetch_add(&g_reconnects, 1);
+			continue;
+		}
 		if (dead)
 			break;
 	}
@@ -238,8 +257,8 @@ static int do_load(int conns)
 	fclose(g_sent);
 	fclose(g_ack);
 	printf("ack_load: round %u: %lld writes acknowledged, %lld error "
-	       "replies\n", g_round, atomic_load(&g_acked),
-	       atomic_load(&g_errors));
+	       "replies, %lld reconnections\n", g_round, atomic_load(&g_acked),
+	       atomic_load(&g_errors), atomic_load(&g_reconnects));
 	return 0;
 }
 
@@ -586,6 +605,7 @@ int main(int argc, char **argv)
 		g_dir = argv[6];
 		if (conns < 1 || conns > MAX_CONNS)
 			conns = 4;
+		g_reconnect = getenv("ACK_LOAD_RECONNECT") != NULL;
 		return do_load(conns);
 	}
 	if (argc == 5 && strcmp(argv[1], "verify") == 0) {
