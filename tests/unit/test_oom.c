@@ -15,12 +15,15 @@
  *    freed: after the close none may be left (no global state).
  *  - A round: a fresh folder; arm; open with small checkpoint bounds, so
  *    checkpoints run within the workload; 1,500 counters written in
- *    groups, so the maps grow; INCRBY, likes (some with an id, sent
- *    twice), unlikes, views; tally_sync, every read, tally_compact;
- *    close; disarm; reopen and check against what was acknowledged: each
- *    counter between its acknowledged and its sent increments, each like
- *    acknowledged in (unlikes are of members never acknowledged in), each
- *    count equal to the members HAS reports.
+ *    groups, so the maps grow; INCRBY, SET and DEL, likes (some with an
+ *    id, sent twice), unlikes, views of 40 content types; tally_sync,
+ *    every read, tally_compact, tally_backup; close; disarm; reopen and
+ *    check against what was acknowledged: each counter between its
+ *    acknowledged and its sent increments, each SET acknowledged there
+ *    (only unacknowledged ones are deleted), each like acknowledged in
+ *    (unlikes are of members never acknowledged in), each count equal to
+ *    the members HAS reports; a backup that answered OK opens, a failed
+ *    one left no folder.
  *  - Rounds go n = 1, 2, ... up to the allocations of a round with none
  *    failing; past the first ROUNDS_DENSE every STRIDE-th. Passes: sync
  *    durability, with one failure and with every allocation failing from
@@ -75,7 +78,8 @@ enum {
 	NOBJ = 5,
 	NOPS = 120,
 	NWIDE = 1500,       /* counters written in groups: the maps grow */
-	GROUP = 100
+	GROUP = 100,
+	NCTYPES = 40        /* content types named by views: the table grows */
 };
 
 /* ---- the failing allocator ---------------------------------------------- */
@@ -339,6 +343,8 @@ typedef struct model {
 	int calls_failed;         /* calls that answered an error */
 	_Atomic int64_t wide_acked[NWIDE]; /* by write callbacks */
 	int64_t wide_sent[NWIDE];
+	int set_acked[NOPS];      /* oom:s<i> set to i, acknowledged */
+	int backup_ok;            /* tally_backup() answered TALLY_OK */
 } model;
 
 static model M;               /* written while armed: no allocation */
@@ -349,6 +355,13 @@ static char wide_key[NWIDE][16];
 static char like_id[NOPS][16];
 static tally_disk_part parts_buf[8];
 static tally_type_count counts_buf[8];
+static char set_key[NOPS][16];
+static char ctype_name[NCTYPES][16];
+static char backup_dir[64];
+static const void *mget_keys[GROUP];
+static size_t mget_lens[GROUP];
+static int64_t mget_vals[GROUP];
+static int mget_found[GROUP];
 static int mode;               /* enum mode of the round */
 static const char *const mode_name[] = {"sync", "async",
                                         "caller commits"};
@@ -451,6 +464,12 @@ static void reads(tally *t, int i)
 	NOTE(tally_events_scan(t, scan_count, &events));
 	NOTE(tally_stats_get(t, &st));
 	NOTE(tally_disk_usage(t, parts_buf, 8, &n));
+	for (int k = 0; k < GROUP; k++) {
+		mget_keys[k] = wide_key[k];
+		mget_lens[k] = strlen(wide_key[k]);
+	}
+	NOTE(tally_mget(t, mget_keys, mget_lens, GROUP, mget_vals,
+	                mget_found));
 }
 
 static void workload(tally *t)
@@ -503,6 +522,21 @@ static void workload(tally *t)
 		ev.member = i % 2 ? 0 : (uint64_t)i + 1;
 		ev.delta = 3;
 		NOTE(tally_add(t, &ev, NULL));
+		ev.ctype = ctype_name[i % NCTYPES];
+		NOTE(tally_add(t, &ev, NULL));
+
+		rc = tally_set(t, set_key[i], strlen(set_key[i]), i);
+		NOTE(rc);
+		if (rc == TALLY_OK)
+			M.set_acked[i] = 1;
+		if (i % 4 == 3) {
+			int existed;
+
+			/* Of one never acknowledged: nothing to model. */
+			if (!M.set_acked[i - 1])
+				NOTE(tally_del(t, set_key[i - 1],
+				               strlen(set_key[i - 1]), &existed));
+		}
 
 		if (i % 10 == 9) {
 			NOTE(tally_sync(t));
@@ -511,6 +545,11 @@ static void workload(tally *t)
 		if (i == NOPS / 2) {
 			NOTE(tally_compact(t));
 			wide_round(t);
+		}
+		if (i == NOPS - 10) {
+			rc = tally_backup(t, backup_dir);
+			NOTE(rc);
+			M.backup_ok = rc == TALLY_OK;
 		}
 	}
 }
@@ -547,6 +586,21 @@ static void check(const char *dir)
 			round_fail("%s = %" PRId64 ", acknowledged %" PRId64
 			           ", sent %" PRId64, key_name[k], v,
 			           M.acked[k], M.sent[k]);
+	}
+	for (int i = 0; i < NOPS; i++) {
+		int64_t v = -1;
+
+		/* Acknowledged and never deleted (only unacknowledged ones
+		 * are): there with its value. Else absent, or the value. */
+		rc = tally_get(t, set_key[i], strlen(set_key[i]), &v);
+		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND)
+			round_fail("get %s: %s", set_key[i], tally_strerror(rc));
+		if ((M.set_acked[i] && rc != TALLY_OK) ||
+		    (rc == TALLY_OK && v != i))
+			round_fail("%s: %s, %" PRId64 " (set to %d, %s)",
+			           set_key[i], tally_strerror(rc), v, i,
+			           M.set_acked[i] ? "acknowledged"
+			                          : "not acknowledged");
 	}
 	for (int k = 0; k < NWIDE; k++) {
 		int64_t v = -1;
@@ -592,6 +646,30 @@ static void check(const char *dir)
 	tally_close(t);
 }
 
+/* A backup that answered OK opens, and a failed one left nothing behind
+ * (its partial folder removed). */
+static void check_backup(void)
+{
+	char partial[sizeof backup_dir + 16];
+	tally *t = NULL;
+	int rc;
+
+	snprintf(partial, sizeof partial, "%s%s", backup_dir,
+	         TALLY_BACKUP_PARTIAL);
+	if (access(partial, F_OK) == 0)
+		round_fail("a backup's partial folder is left: %s", partial);
+	if (!M.backup_ok) {
+		if (access(backup_dir, F_OK) == 0)
+			round_fail("a failed backup left %s", backup_dir);
+		return;
+	}
+	rc = tally_open(backup_dir, NULL, &t);
+	if (rc != TALLY_OK)
+		round_fail("the backup does not open: %s", tally_strerror(rc));
+	tally_close(t);
+	rm_rf(backup_dir);
+}
+
 /* One round: returns how many allocations it counted. */
 static long round_run(const char *dir, long n, int sticky)
 {
@@ -608,6 +686,8 @@ static long round_run(const char *dir, long n, int sticky)
 	int rc;
 
 	rm_rf(dir);
+	snprintf(backup_dir, sizeof backup_dir, "%s.backup", dir);
+	rm_rf(backup_dir);
 	memset(&M, 0, sizeof M);
 	atomic_store(&cb_bad, 0);
 	bad_rc = 0;
@@ -641,6 +721,7 @@ static long round_run(const char *dir, long n, int sticky)
 		round_fail("line %d answered %d (%s)", bad_line, bad_rc,
 		             tally_strerror(bad_rc));
 	check(dir);
+	check_backup();
 	return counted;
 }
 
@@ -660,8 +741,12 @@ static void run_pass(int m, int sticky, long dense, long stride)
 	mode = m;
 	for (int k = 0; k < NWIDE; k++)
 		snprintf(wide_key[k], sizeof wide_key[k], "wide:%d", k);
-	for (int i = 0; i < NOPS; i++)
+	for (int i = 0; i < NOPS; i++) {
 		snprintf(like_id[i], sizeof like_id[i], "like-%d", i);
+		snprintf(set_key[i], sizeof set_key[i], "oom:s%d", i);
+	}
+	for (int c = 0; c < NCTYPES; c++)
+		snprintf(ctype_name[c], sizeof ctype_name[c], "kind%d", c);
 	assert_non_null(mkdtemp(dir));
 	/* A round with nothing failing: how many allocations there are. */
 	total = round_run(dir, 0, 0);
@@ -689,13 +774,13 @@ static void test_each_allocation_fails_once(void **state)
 static void test_each_allocation_fails_once_async(void **state)
 {
 	(void)state;
-	run_pass(MODE_ASYNC, 0, 60, 3);
+	run_pass(MODE_ASYNC, 0, 60, 4);
 }
 
 static void test_each_allocation_fails_once_caller_commits(void **state)
 {
 	(void)state;
-	run_pass(MODE_CALLER, 0, 60, 3);
+	run_pass(MODE_CALLER, 0, 60, 4);
 }
 
 static void test_allocations_fail_from_one_on(void **state)
