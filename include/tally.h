@@ -276,7 +276,8 @@ TALLY_API int tally_open(const char *path, const tally_options *opts, tally **ou
  * Close a handle: finish every queued write (their callbacks run), make
  * everything acknowledged durable, release all resources. In async mode
  * on a store that failed (TALLY_EIO, TALLY_ENOSPC) and has not recovered
- * yet, close first tries the recovery itself; if that fails too, the
+ * yet, close first tries the recovery itself (a reopen of the store: as
+ * long as an open, longer on a disk that hangs); if that fails too, the
  * adds of tally_counter_add() still in memory are lost, as in a crash.
  *
  * @param t handle, or NULL (then nothing happens).
