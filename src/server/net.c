@@ -1537,9 +1537,10 @@ static void on_wake(uv_async_t *a)
  * clients sent while it worked joins the same batch and fsync instead of
  * waiting through this one for the next. Each costs an epoll_wait; with
  * the client's core busy answering the last batch's replies, a batch took
- * 10 to 15% more writes, and one hot key ran 8% faster, -P 1 6%
- * (docs/PERFORMANCE.md, "Gathering a batch"). With one connection nothing
- * else can arrive, so nothing is added. */
+ * 10 to 15% more writes, and INCR at -P 16 ran about 5% faster, random
+ * keys and one hot key alike (docs/PERFORMANCE.md, "Gathering a batch
+ * before its fsync"). With one connection nothing else can arrive, so
+ * nothing is added. */
 #define GATHER_POLLS 3
 
 static void on_commit_idle(uv_idle_t *h)
