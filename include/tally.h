@@ -817,6 +817,13 @@ typedef struct tally_stats {
 	 *  by the sweep, which runs while the store holds tokens memory does
 	 *  not (past tokens_max, or expired when loaded). */
 	uint64_t tokens_swept;
+	/** rocksdb store: journal records found whole past a damaged one
+	 *  when the store was opened (by this handle, and by its
+	 *  recoveries), and dropped: a record that does not match its hash
+	 *  ends the replay, since what follows it builds on it. In sync
+	 *  durability those writes had been acknowledged; media damage, not
+	 *  a crash, leaves them (a crash cuts only the tail). 0 normally. */
+	uint64_t journal_records_dropped;
 } tally_stats;
 
 /**

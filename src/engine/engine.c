@@ -1006,8 +1006,14 @@ static int recover(tally *t)
 	if (rc != TALLY_OK)
 		return rc;
 	pthread_rwlock_wrlock(&t->st_lock);
-	if (t->st != NULL)
+	if (t->st != NULL) {
+		store_stats ss;
+
+		memset(&ss, 0, sizeof ss);
+		t->st->vt->stats(t->st, &ss);
+		atomic_fetch_add(&t->st_journal_dropped, ss.journal_dropped);
 		t->st->vt->close(t->st);
+	}
 	/* the folder must still be there: no create */
 	rc = store_open(t, 0, &st);
 	t->st = rc == TALLY_OK ? st : NULL;
@@ -1517,6 +1523,9 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.store_clean = ss.clean,
 		.store_checkpoints = ss.checkpoints,
 		.store_checkpoint_entries = ss.checkpoint_entries,
+		.journal_records_dropped =
+			atomic_load(&t->st_journal_dropped) +
+			ss.journal_dropped,
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);

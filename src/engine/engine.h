@@ -235,6 +235,9 @@ struct tally {
 	_Atomic uint64_t st_fold_overflow;
 	_Atomic uint64_t st_batch_hist[TALLY_HIST_BUCKETS];
 	_Atomic uint64_t st_store_failures, st_store_recoveries;
+	/* Journal records the stores closed by recoveries dropped at their
+	 * open (the open store's own count is added when read). */
+	_Atomic uint64_t st_journal_dropped;
 	/* A registration whose record was queued could not enter the schema
 	 * in memory (out of memory), so its id would be given again: the
 	 * next batch fails the store, whose recovery reloads the schema. */

@@ -1,6 +1,7 @@
 /* main.c: tallyd's entry point: flags, open the engine, start the network
  * workers, wait for SIGTERM or SIGINT, then shut down cleanly (in-flight
  * batches finish, everything is flushed, exit 0). */
+#include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -187,6 +188,17 @@ int main(int argc, char **argv)
 	srv_log(&s.cfg, LOG_INFO, "store open in %.3f s",
 	        (double)(t1.tv_sec - t0.tv_sec) +
 	                (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	{
+		tally_stats st;
+
+		if (tally_stats_get(s.t, &st) == TALLY_OK &&
+		    st.journal_records_dropped > 0)
+			srv_log(&s.cfg, LOG_WARN, "the journal held a damaged "
+			        "record: %" PRIu64 " whole records after it were "
+			        "dropped with it (writes acknowledged in sync "
+			        "durability lost; check the disk)",
+			        st.journal_records_dropped);
+	}
 	if (net_start(&s) != 0) {
 		fprintf(stderr, "tallyd: cannot start the network\n");
 		tally_close(s.t);

@@ -735,6 +735,7 @@ static void rocks_stats(store *s, store_stats *out)
 	out->dirty = atomic_load(&r->st_dirty);
 	out->clean = atomic_load(&r->st_clean);
 	out->checkpoints = atomic_load(&r->st_checkpoints);
+	out->journal_dropped = r->jf.dropped; /* set at open, then fixed */
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
 		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);
 }

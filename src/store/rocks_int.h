@@ -77,6 +77,9 @@ typedef struct rocks_jfile {
 	int mu_ok;
 	rocks_jrec *recs;    /* at open: records to replay, by number */
 	size_t nrecs, caprecs;
+	/* At open: whole records found past a damaged one (jf_scan()),
+	 * dropped with the cut. */
+	uint64_t dropped;
 } rocks_jfile;
 
 /* A counter value or object total known to the committer. */

@@ -102,16 +102,23 @@ static int recs_push(rocks_jfile *jf, uint64_t num, int file, uint64_t off,
 
 /* Walk file i from its start; remember the records above ckpt. Stops at
  * the first record that is torn, foreign or not newer than the one before
- * it: what follows is older, written over in part, or never written. */
+ * it: what follows is older, written over in part, or never written.
+ * Or damaged: a record whose header holds but whose bytes do not match
+ * their hash. Then the records after it that are whole, newer and not
+ * covered by the checkpoint are counted in jf->dropped (they go with the
+ * cut: a replay past a lost record would build on a value it never had),
+ * so that the loss is reported, not silent. */
 static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 {
 	uint8_t hdr[ROCKS_JF_HDR];
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
-	uint64_t off = 0, prev = 0;
-	int rc = TALLY_OK;
+	uint64_t off = 0, prev = 0, walk = 0, newest = 0;
+	int rc = TALLY_OK, damaged = 0, counting = 0;
 
-	while (off + ROCKS_JF_HDR <= jf->size[i]) {
+	for (;;) {
+		if (off + ROCKS_JF_HDR > jf->size[i])
+			break;
 		rc = pread_all(jf->fd[i], hdr, sizeof hdr, off);
 		if (rc != TALLY_OK)
 			break;
@@ -137,8 +144,26 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 		if (rc != TALLY_OK)
 			break;
 		if (XXH3_64bits(buf + 8, ROCKS_JF_HDR - 8 + (size_t)len) !=
-		    be64_get(buf))
+		    be64_get(buf)) {
+			if (!counting) {
+				/* Go on past it, counting only. */
+				damaged = counting = 1;
+				walk = off;
+				newest = prev;
+				prev = num;
+				off += ROCKS_JF_HDR + (uint64_t)len;
+				continue;
+			}
 			break;
+		}
+		if (counting) {
+			/* Those the checkpoint covers are not lost. */
+			if (num > ckpt)
+				jf->dropped++;
+			prev = num;
+			off += ROCKS_JF_HDR + (uint64_t)len;
+			continue;
+		}
 		if (num > ckpt)
 			rc = recs_push(jf, num, i, off + ROCKS_JF_HDR, len);
 		if (rc != TALLY_OK)
@@ -149,6 +174,13 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 	free(buf);
 	if (rc == TALLY_ECORRUPT) /* a header past the end: a torn tail */
 		rc = TALLY_OK;
+	if (damaged) {
+		/* The cut goes where the damaged record starts; what stopped
+		 * the count past it changes nothing. */
+		off = walk;
+		prev = newest;
+		rc = TALLY_OK;
+	}
 	jf->end[i] = off;
 	*last = prev;
 	return rc;

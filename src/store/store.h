@@ -74,6 +74,8 @@ typedef struct store_stats {
 	                        memory (rocksdb) */
 	uint64_t checkpoints; /* times those were written out */
 	uint64_t checkpoint_entries; /* entries those wrote (rocksdb) */
+	uint64_t journal_dropped; /* whole journal records past a damaged
+	                             one, dropped at open (rocksdb) */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } store_stats;
 

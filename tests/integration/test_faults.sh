@@ -16,7 +16,10 @@
 #     acknowledged write of every round is there;
 #  5. an I/O thread that cannot start (tests/fault/faultthread.so): tallyd
 #     says which, stops the threads already running, closes the store and
-#     exits 1; the data is intact on the next start.
+#     exits 1; the data is intact on the next start;
+#  6. a journal record damaged on disk (by hand, after kill -9): the
+#     replay stops before it, and the records dropped after it are counted
+#     (INFO, /metrics) and named in the log.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
 need_cmd redis-cli curl
@@ -361,5 +364,51 @@ done
 start_tallyd "$DATA"
 assert_eq "after the failed starts: the counter is intact" "10" "$(rcli get f:a)"
 assert_eq "and the like" "1" "$(rcli tally.count article like 7)"
+stop_and_check
+
+section "6. a journal record damaged on disk: what follows it is dropped, and said"
+# Twenty INCRs, each its own batch and journal record, then kill -9 (no
+# checkpoint covers them); the payload of the 11th is damaged by hand.
+DMG=$TMP/damaged
+start_tallyd "$DMG"
+for i in $(seq 1 20); do rcli incr dmg >/dev/null; done
+assert_eq "20 INCRs acknowledged" "20" "$(rcli get dmg)"
+kill9_tallyd
+out=$(python3 - "$DMG" <<'PY'
+import os, struct, sys
+# A record: hash (8), magic "tJr1" (4), payload length (4), number (8),
+# payload (src/store/rocks_jfile.c).
+best = None
+for name in ("tally-counters-0.journal", "tally-counters-1.journal"):
+    path = os.path.join(sys.argv[1], name)
+    data = bytearray(open(path, "rb").read())
+    off, recs = 0, []
+    while off + 24 <= len(data) and data[off + 8:off + 12] == b"tJr1":
+        recs.append(off)
+        off += 24 + struct.unpack(">I", data[off + 12:off + 16])[0]
+    if best is None or len(recs) > len(best[1]):
+        best = (path, recs, data)
+path, recs, data = best
+if len(recs) < 20:
+    print("only %d records" % len(recs))
+    sys.exit(1)
+data[recs[-10] + 24] ^= 0xFF
+with open(path, "r+b") as f:
+    f.write(data)
+print("damaged record %d of %d" % (len(recs) - 9, len(recs)))
+PY
+) || fail "a journal record damaged by hand" "$out"
+say "$out"
+start_tallyd "$DMG"
+assert_eq "the value is the one before the damaged record" "10" "$(rcli get dmg)"
+assert_eq "INFO counts the 9 whole records dropped after it" "9" \
+	"$(rcli info persistence | tr -d '\r' | sed -n 's/^journal_records_dropped://p')"
+assert_eq "so does /metrics" "9" "$(metric tally_journal_records_dropped_total)"
+assert_contains "the log warns of it" "$(cat "$T_LOG")" \
+	"the journal held a damaged record: 9 whole records after it were dropped"
+stop_and_check
+start_tallyd "$DMG"
+assert_eq "a clean restart after it reports nothing" "0" \
+	"$(rcli info persistence | tr -d '\r' | sed -n 's/^journal_records_dropped://p')"
 stop_and_check
 finish

@@ -3741,6 +3741,7 @@ static void test_journal_file_cut_where_its_scan_ends(void **state)
 	char jf[PATH_MAX + 32], img[PATH_MAX], img2[PATH_MAX];
 	off_t off[64];
 	struct stat st;
+	tally_stats ts;
 	tally *c = NULL;
 	size_t n;
 	uint8_t b;
@@ -3764,6 +3765,9 @@ static void test_journal_file_cut_where_its_scan_ends(void **state)
 	CHECK_OK(tally_open(img, NULL, &c));
 	CHECK_I64(get_of(c, "cut"), 3);
 	CHECK_TRUE(stat(jf, &st) == 0 && st.st_size == off[n - 7]);
+	/* The six whole records after the damaged one are reported. */
+	CHECK_OK(tally_stats_get(c, &ts));
+	CHECK_U64(ts.journal_records_dropped, 6);
 	CHECK_OK(tally_incrby(c, "cut", 3, 1, NULL));
 	CHECK_I64(get_of(c, "cut"), 4);
 	/* As kill -9 leaves it: the value acknowledged last is the one. */
@@ -3772,6 +3776,9 @@ static void test_journal_file_cut_where_its_scan_ends(void **state)
 	tally_closep(&c);
 	CHECK_OK(tally_open(img2, NULL, &c));
 	CHECK_I64(get_of(c, "cut"), 4);
+	/* A copy as kill -9 leaves it: nothing damaged, nothing reported. */
+	CHECK_OK(tally_stats_get(c, &ts));
+	CHECK_U64(ts.journal_records_dropped, 0);
 	CHECK_OK(tally_incrby(c, "cut", 3, 1, NULL));
 	CHECK_I64(get_of(c, "cut"), 5);
 	tally_closep(&c);
