@@ -114,11 +114,9 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 	uint8_t *buf = NULL;
 	size_t bufcap = 0;
 	uint64_t off = 0, prev = 0, walk = 0, newest = 0;
-	int rc = TALLY_OK, damaged = 0, counting = 0;
+	int rc = TALLY_OK, damaged = 0;
 
-	for (;;) {
-		if (off + ROCKS_JF_HDR > jf->size[i])
-			break;
+	while (off + ROCKS_JF_HDR <= jf->size[i]) {
 		rc = pread_all(jf->fd[i], hdr, sizeof hdr, off);
 		if (rc != TALLY_OK)
 			break;
@@ -145,9 +143,9 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 			break;
 		if (XXH3_64bits(buf + 8, ROCKS_JF_HDR - 8 + (size_t)len) !=
 		    be64_get(buf)) {
-			if (!counting) {
+			if (!damaged) {
 				/* Go on past it, counting only. */
-				damaged = counting = 1;
+				damaged = 1;
 				walk = off;
 				newest = prev;
 				prev = num;
@@ -156,7 +154,7 @@ static int jf_scan(rocks_jfile *jf, int i, uint64_t ckpt, uint64_t *last)
 			}
 			break;
 		}
-		if (counting) {
+		if (damaged) {
 			/* Those the checkpoint covers are not lost. */
 			if (num > ckpt)
 				jf->dropped++;
