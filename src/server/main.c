@@ -135,6 +135,7 @@ int main(int argc, char **argv)
 	rc = config_parse(&s.cfg, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	cmd_index_build(&s);
 	if (s.cfg.requirepass != NULL &&
 	    secret_init(&s.pass, s.cfg.requirepass,
 	                strlen(s.cfg.requirepass)) != 0) {

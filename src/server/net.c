@@ -929,7 +929,8 @@ static void resp_process(conn *c)
 			protocol_error(c, rc);
 			break;
 		}
-		if (c->owed > 0 && !cmd_is_write(cmd.argv[0], cmd.lens[0])) {
+		if (c->owed > 0 && !cmd_is_write(c->w->s, cmd.argv[0],
+		                               cmd.lens[0])) {
 			c->deferred = cmd;
 			c->has_deferred = 1;
 			break;

@@ -84,6 +84,9 @@ void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
 
 /* Commands counted per table entry (see commands.c). */
 #define CMD_TABLE_MAX 64
+/* Slots of the command name index: a power of two, twice the table's
+ * room, so that a probe meets an empty slot soon. */
+#define CMD_INDEX_SLOTS 128
 
 /* Each worker's counters, written by that worker alone (stat_add) and
  * read by any thread. On cache lines of their own: the workers' counts
@@ -152,7 +155,9 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
 /* The reply text of an engine error for a write, e.g. overflow. */
 void cmd_reply_tally_error(rbuf *out, int err);
 /* Whether a command queues writes (reads wait for a client's writes). */
-int cmd_is_write(const char *name, size_t len);
+int cmd_is_write(const srv *s, const char *name, size_t len);
+/* Fill s->cmd_index from the command table: before any command runs. */
+void cmd_index_build(srv *s);
 /* Name of command table entry i, or NULL past the end. */
 const char *cmd_name(size_t i);
 
@@ -170,6 +175,9 @@ struct srv {
 	int64_t started_ms;
 	srv_stats *stats;                /* one per worker, 64-byte aligned */
 	secret pass;                     /* digest of requirepass (main.c) */
+	/* Command table entry + 1 at a hash of its name, 0 for none
+	 * (commands.c, cmd_index_build()). */
+	uint8_t cmd_index[CMD_INDEX_SLOTS];
 };
 
 /* Sum of stat `field` over workers. */

@@ -61,6 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		.max_request = 64u << 20, .max_pending = 65536,
 		.max_output = 64u << 20,
 	};
+	cmd_index_build(&server);
 	return 0;
 }
 
