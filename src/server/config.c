@@ -89,7 +89,9 @@ static int num(const char *flag, const char *v, uint64_t lo, uint64_t hi,
 
 	errno = 0;
 	x = strtoull(v, &end, 10);
-	if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
+	/* Digits only: strtoull() would also take a sign or white space. */
+	if (errno || end == v || *end || v[0] < '0' || v[0] > '9' || x < lo ||
+	    x > hi) {
 		fprintf(stderr, "tallyd: %s wants a number in %" PRIu64 "..%"
 		        PRIu64 ", got '%s'\n", flag, lo, hi, v);
 		return -1;
@@ -132,6 +134,11 @@ static int flag_set(srv_config *c, const char *f, const char *v)
 	uint64_t n = 0;
 	int rc = 0;
 
+	/* Refused with another store even at a value that changes nothing
+	 * there (--redis-wait 0): the command line asks for a cluster. */
+	if (!strcmp(f, "--cluster") || !strcmp(f, "--redis-wait") ||
+	    !strcmp(f, "--hot-shard-ops") || !strcmp(f, "--hot-shards-max"))
+		c->cluster_flag = 1;
 	if (!strcmp(f, "--data")) c->data_dir = v;
 	else if (!strcmp(f, "--bind")) c->bind = v;
 	else if (!strcmp(f, "--resp-port")) { rc = num(f, v, 0, 65535, &n); c->resp_port = (int)n; }
@@ -207,9 +214,7 @@ static int config_check(const srv_config *c)
 		        "HOST:PORT[,HOST:PORT...]\n");
 		return -1;
 	}
-	if (strcmp(c->store, "redis-cluster") != 0 &&
-	    (c->cluster != NULL || c->redis_wait > 0 ||
-	     c->hot_shard_ops != 0 || c->hot_shards_max != 0)) {
+	if (strcmp(c->store, "redis-cluster") != 0 && c->cluster_flag) {
 		fprintf(stderr, "tallyd: --cluster, --redis-wait, "
 		        "--hot-shard-ops and --hot-shards-max apply to "
 		        "--store redis-cluster only\n");
@@ -219,6 +224,10 @@ static int config_check(const srv_config *c)
 	    (c->checkpoint_kib != 0 || c->open_files_max != 0)) {
 		fprintf(stderr, "tallyd: --checkpoint-kib and --open-files-max "
 		        "apply to --store rocksdb only\n");
+		return -1;
+	}
+	if (c->data_dir[0] == '\0') {
+		fprintf(stderr, "tallyd: --data must name a folder\n");
 		return -1;
 	}
 	if (c->resp_port == 0 && c->http_port == 0) {

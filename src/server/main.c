@@ -1,13 +1,16 @@
 /* main.c: tallyd's entry point: flags, open the engine, start the network
  * workers, wait for SIGTERM or SIGINT, then shut down cleanly (in-flight
  * batches finish, everything is flushed, exit 0). */
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,20 +45,76 @@ static void *insist_main(void *arg)
 static void banner(const srv *s)
 {
 	const srv_config *c = &s->cfg;
+	/* Where a client on this machine reaches the listeners: a wildcard
+	 * address is no address to connect to; IPv6 goes in brackets in a
+	 * URL; redis-cli needs -h for any host but its default. */
+	const char *host = !strcmp(c->bind, "0.0.0.0") ? "127.0.0.1" :
+	                   !strcmp(c->bind, "::") ? "::1" : c->bind;
+	int v6 = strchr(host, ':') != NULL;
+	int bind6 = strchr(c->bind, ':') != NULL;
+	int h_flag = strcmp(host, "127.0.0.1") != 0;
 
 	printf("tallyd %s: data %s, durability %s, %d I/O thread%s\n",
 	       TALLY_VERSION_STRING, c->data_dir,
 	       c->durability ? "async" : "sync", s->workers_n,
 	       s->workers_n == 1 ? "" : "s");
 	if (c->resp_port)
-		printf("  RESP on %s:%d    connect: redis-cli -p %d%s\n",
-		       c->bind, c->resp_port, c->resp_port,
+		printf("  RESP on %s%s%s:%d    "
+		       "connect: redis-cli %s%s%s-p %d%s\n",
+		       bind6 ? "[" : "", c->bind, bind6 ? "]" : "",
+		       c->resp_port, h_flag ? "-h " : "",
+		       h_flag ? host : "", h_flag ? " " : "", c->resp_port,
 		       c->requirepass ? " -a PASSWORD" : "");
 	if (c->http_port)
-		printf("  HTTP on %s:%d    try:     curl http://%s:%d/healthz\n",
-		       c->bind, c->http_port, c->bind, c->http_port);
+		printf("  HTTP on %s%s%s:%d    "
+		       "try:     curl http://%s%s%s:%d/healthz\n",
+		       bind6 ? "[" : "", c->bind, bind6 ? "]" : "",
+		       c->http_port, v6 ? "[" : "", host,
+		       v6 ? "]" : "", c->http_port);
 	printf("  stop with Ctrl-C or SIGTERM\n");
 	fflush(stdout);
+}
+
+/* A --data that cannot hold the store, told before the open, whose own
+ * errors would speak of the store ("I/O error", "not found"). The open
+ * creates the folder itself, not its parents. 0, or -1 with the message
+ * printed. */
+static int data_dir_check(const char *dir)
+{
+	char parent[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(dir);
+
+	if (stat(dir, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		fprintf(stderr, "tallyd: --data %s is not a folder\n", dir);
+		return -1;
+	}
+	if (errno != ENOENT) {
+		fprintf(stderr, "tallyd: --data %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	if (n >= sizeof parent) {
+		fprintf(stderr, "tallyd: --data is longer than %zu bytes\n",
+		        sizeof parent - 1);
+		return -1;
+	}
+	memcpy(parent, dir, n + 1);
+	while (n > 1 && parent[n - 1] == '/') /* "a/b/" is a/b */
+		parent[--n] = '\0';
+	while (n > 0 && parent[n - 1] != '/')
+		n--;
+	if (n == 0)
+		return 0; /* a name in the working folder */
+	parent[n > 1 ? n - 1 : 1] = '\0';
+	if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tallyd: --data %s: its parent folder %s is not "
+		        "there (tallyd creates the data folder, not its "
+		        "parents)\n", dir, parent);
+		return -1;
+	}
+	return 0;
 }
 
 /* Open files kept back from clients besides the store's tables: the
@@ -136,6 +195,9 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
 	cmd_index_build(&s);
+	if (strcmp(s.cfg.store, "redis-cluster") != 0 &&
+	    data_dir_check(s.cfg.data_dir) != 0)
+		return 2;
 	if (s.cfg.requirepass != NULL &&
 	    secret_init(&s.pass, s.cfg.requirepass,
 	                strlen(s.cfg.requirepass)) != 0) {

@@ -29,6 +29,7 @@ typedef struct srv_config {
 	const char *store;           /* --store rocksdb */
 	const char *cluster;         /* --cluster HOST:PORT,... */
 	uint32_t redis_wait;         /* --redis-wait N, 0 */
+	int cluster_flag;            /* a redis-cluster store's flag given */
 	uint32_t hot_shard_ops;      /* --hot-shard-ops as tally_options has
 	                                it: 0 not given (default), or
 	                                TALLY_HOT_SHARD_OFF for 0 */

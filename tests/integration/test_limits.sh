@@ -102,6 +102,57 @@ refused "both ports off is refused" \
 	"tallyd: both ports are off; nothing to serve" --resp-port 0 --http-port 0
 refused "--durability sometimes is refused" \
 	"tallyd: --durability is sync or async" --durability sometimes
+refused "a number with a sign is refused" \
+	"tallyd: --resp-port wants a number in 0..65535, got '+7'" --resp-port=+7
+refused "a number after a space is refused" \
+	"tallyd: --threads wants a number in 1..64, got ' 2'" --threads ' 2'
+cluster_only="tallyd: --cluster, --redis-wait, --hot-shard-ops and --hot-shards-max apply to --store redis-cluster only"
+refused "--redis-wait with the rocksdb store is refused, even at 0" \
+	"$cluster_only" --redis-wait 0
+refused "--hot-shard-ops with the rocksdb store is refused" \
+	"$cluster_only" --hot-shard-ops 5
+refused "an empty --data is refused" "tallyd: --data must name a folder" --data=
+printf 'x' >"$TMP/afile"
+refused "a --data that is a file is refused, and said to be one" \
+	"tallyd: --data $TMP/afile is not a folder" --data "$TMP/afile"
+refused "a --data whose parent is missing is refused, and names the parent" \
+	"tallyd: --data $TMP/no/such/dir: its parent folder $TMP/no/such is not there (tallyd creates the data folder, not its parents)" \
+	--data "$TMP/no/such/dir"
+assert_ok "... and nothing of it was created" test ! -e "$TMP/no"
+
+section "the banner's connect hints work as printed"
+# banner_try DESC BIND: start tallyd on BIND (not through start_tallyd,
+# whose readiness check connects to 127.0.0.1), then run the redis-cli and
+# curl lines of its banner as they are printed.
+banner_try() {
+	local desc=$1 bind=$2 log=$TMP/banner.$2.log pid line i rc=0
+	: >"$log"
+	"$TALLYD" --data "$TMP/banner" --bind "$bind" --resp-port "$(pick_port)" \
+		--http-port "$(pick_port)" >"$log" 2>&1 &
+	pid=$!
+	TALLYD_PIDS+=("$pid")
+	for ((i = 0; i < 300; i++)); do
+		grep -q 'stop with' "$log" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	line=$(grep -o 'connect: redis-cli.*' "$log" | sed 's/^connect: //') || true
+	assert_eq "$desc: redis-cli as the banner says answers" "PONG" \
+		"$(timeout 10 $line ping 2>&1)"
+	line=$(grep -o 'try: *curl .*' "$log" | sed 's/^try: *//') || true
+	assert_match "$desc: curl as the banner says answers" '"status": *"ok"' \
+		"$(timeout 10 $line -s 2>&1)"
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || rc=$?
+	_forget_pid "$pid"
+	assert_eq "$desc: tallyd exits 0 on SIGTERM" 0 "$rc"
+}
+banner_try "--bind 127.0.0.2" 127.0.0.2
+if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+	banner_try "--bind ::1" ::1
+else
+	say "(no IPv6 loopback here: --bind ::1 left out)"
+fi
 
 section "protected mode"
 out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0.0.0.0 --resp-port "$(pick_port)" \
