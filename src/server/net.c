@@ -1027,6 +1027,21 @@ static int unread(conn *c)
 	       ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
+/* An HTTP client's time is up (--http-timeout or --idle-timeout): one
+ * midway through sending a request is told so (408), as a client expects;
+ * any other is closed. */
+static void http_timed_out(conn *c)
+{
+	stat_add(&c->w->st->idle_closes_total, 1);
+	if (!http_conn_midway(c->hc) || c->out.len > 0 || c->writing) {
+		conn_close(c);
+		return;
+	}
+	reading_set(c, 0);
+	http_reply_close(c, 408, "request not received in time");
+	conn_flush(c);
+}
+
 /* --http-timeout: a client gets that long from its connection or its last
  * answer to begin a request (keep-alive), and that long from a request's
  * first byte to send the whole of it, so one that trickles a request (a
@@ -1051,14 +1066,7 @@ static void http_deadline(conn *c, uint64_t now)
 		c->http_put_off = 1;
 		return;
 	}
-	stat_add(&c->w->st->idle_closes_total, 1);
-	if (!midway || c->out.len > 0 || c->writing) {
-		conn_close(c);
-		return;
-	}
-	reading_set(c, 0);
-	http_reply_close(c, 408, "request not received in time");
-	conn_flush(c);
+	http_timed_out(c);
 }
 
 /* Answer buffered requests in order, on this thread: reads at once;
@@ -1648,10 +1656,17 @@ static void on_tick(uv_timer_t *tm)
 					http_clock_restart(c, now);
 				}
 			}
-			if (idle > 0 && !c->closed && c->owed == 0 &&
+			/* A lingering client is closed by the loop above. */
+			if (idle > 0 && !c->closed && !c->lingering &&
+			    c->owed == 0 &&
 			    now - c->last_active_ms > (uint64_t)idle * 1000) {
-				stat_add(&w->st->idle_closes_total, 1);
-				conn_close(c);
+				if (c->http && c->pend == NULL &&
+				    !c->cl.close_after) {
+					http_timed_out(c);
+				} else {
+					stat_add(&w->st->idle_closes_total, 1);
+					conn_close(c);
+				}
 			} else if (c->http) {
 				http_deadline(c, now);
 			}

@@ -456,6 +456,32 @@ say "$(cat "$TMP/slow.out")"
 assert_match "a 5 MB reply read over more than the timeout arrives whole" \
 	'^got ([0-9]+) of \1 in ([3-9]|[1-9][0-9])\.' "$(cat "$TMP/slow.out")"
 assert_eq "new clients are served" "PONG" "$(rcli ping)"
+# HTTP clients are closed at the idle timeout too; one midway through a
+# request (the default --http-timeout, 60 s, far off) is told why.
+python3 - "$T_HTTP" <<'ZZ' >"$TMP/idlehttp.out" 2>&1 || true
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /healthz HTTP/1.1\r\n")
+t0, got = time.time(), b""
+s.settimeout(10)
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    got += b
+print("after %.0f s:" % (time.time() - t0), got.split(b"\r\n")[0].decode())
+k = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+t0 = time.time()
+k.settimeout(10)
+b = k.recv(4096)
+print("idle keep-alive %s after %.0f s" %
+      ("closed" if b == b"" else "got bytes", time.time() - t0))
+ZZ
+say "$(cat "$TMP/idlehttp.out")"
+assert_match "an HTTP request half sent is answered 408 at the idle timeout" \
+	'^after [2-4] s: HTTP/1.1 408 ' "$(sed -n 1p "$TMP/idlehttp.out")"
+assert_match "an HTTP connection that sends nothing is closed at it" \
+	'^idle keep-alive closed after [2-4] s' "$(sed -n 2p "$TMP/idlehttp.out")"
 stop_and_check
 
 section "--http-timeout 3"
