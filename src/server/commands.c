@@ -107,6 +107,12 @@ void cmd_reply_tally_error(rbuf *out, int err)
 	case TALLY_ECLOSED:
 		reply_error(out, "ERR server is shutting down");
 		break;
+	case TALLY_ELIMIT:
+		/* Of the writes, only an event naming a new content type
+		 * meets a limit (TALLY.TYPE answers its own). */
+		reply_errorf(out, "ERR limit reached: at most %d content types",
+		             TALLY_CTYPES_MAX);
+		break;
 	default:
 		reply_errorf(out, "ERR %s", tally_strerror(err));
 	}
@@ -933,30 +939,37 @@ static void cmd_tcounts(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	}
 }
 
-/* [LIMIT n] [BEFORE seq] from argv[from]; defaults limit 20, before 0. */
+/* [LIMIT n] [BEFORE seq] from argv[from], each at most once; defaults
+ * limit 20, before 0. Any mistake gets the rules in its error. */
 static int page_args(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
                      size_t from, size_t *limit, uint64_t *before)
 {
+	int seen_limit = 0, seen_before = 0;
+
 	*limit = 20;
 	*before = 0;
 	for (size_t i = from; i < argc; i += 2) {
-		uint64_t v;
+		int is_limit = arg_is(argv[i], lens[i], "limit");
+		int is_before = !is_limit && arg_is(argv[i], lens[i], "before");
+		uint64_t v = 0;
 
-		if (i + 1 >= argc ||
-		    parse_u64_arg(argv[i + 1], lens[i + 1], &v) != 0) {
-			reply_syntax(c->out);
-			return 0;
-		}
-		if (arg_is(argv[i], lens[i], "limit") && v >= 1 &&
-		    v <= TALLY_PAGE_MAX) {
-			*limit = (size_t)v;
-		} else if (arg_is(argv[i], lens[i], "before")) {
-			*before = v;
-		} else {
+		if (!(is_limit || is_before) || i + 1 >= argc ||
+		    parse_u64_arg(argv[i + 1], lens[i + 1], &v) != 0 ||
+		    (is_limit && (v < 1 || v > TALLY_PAGE_MAX))) {
 			reply_errorf(c->out, "ERR syntax error (LIMIT 1..%d, "
-			             "BEFORE seq)", TALLY_PAGE_MAX);
+			             "BEFORE seq, a sequence number from an "
+			             "entry before)", TALLY_PAGE_MAX);
 			return 0;
 		}
+		if (is_limit ? seen_limit++ : seen_before++) {
+			reply_errorf(c->out, "ERR %s given twice",
+			             is_limit ? "LIMIT" : "BEFORE");
+			return 0;
+		}
+		if (is_limit)
+			*limit = (size_t)v;
+		else
+			*before = v;
 	}
 	return 1;
 }
@@ -1064,6 +1077,9 @@ static void cmd_ttype(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	else if (rc == TALLY_EINVAL)
 		reply_error(c->out, "ERR type names are 1..64 bytes of "
 		            "[A-Za-z0-9_.:-]");
+	else if (rc == TALLY_ELIMIT)
+		reply_errorf(c->out, "ERR limit reached: at most %d counting "
+		             "types", TALLY_TYPES_MAX);
 	else
 		cmd_reply_tally_error(c->out, rc);
 }

@@ -197,6 +197,9 @@ static void api_errmsg(int err, const char *ktype, char msg[API_MSG_MAX])
 	if (err == TALLY_ENOTYPE && ktype != NULL)
 		(void)snprintf(msg, API_MSG_MAX, "unknown counting type '%s'",
 		               show(ktype, strlen(ktype), s));
+	else if (err == TALLY_ELIMIT) /* only an event's new content type */
+		(void)snprintf(msg, API_MSG_MAX, "limit reached: at most %d "
+		               "content types", TALLY_CTYPES_MAX);
 	else
 		(void)snprintf(msg, API_MSG_MAX, "%s", tally_strerror(err));
 }

@@ -1041,7 +1041,8 @@ done | timeout 120 redis-cli -p "$T_RESP" >"$TMP/typeadd.out" 2>&1 || true
 assert_eq "counting types up to 1024 are added" "$((1024 - ntypes)) OK" \
 	"$(sort "$TMP/typeadd.out" | uniq -c | awk '{ print $1, $2 }')"
 assert_eq "TALLY.TYPES lists 1024" 1024 "$(rcli TALLY.TYPES | grep -cxE 'unique|total')"
-assert_eq "the 1025th counting type is refused" "ERR limit reached" \
+assert_eq "the 1025th counting type is refused, naming the limit" \
+	"ERR limit reached: at most 1024 counting types" \
 	"$(rcli TALLY.TYPE ADD onemore total)"
 assert_eq "the last one added counts" 3 "$(rcli TALLY.ADD post k1024 1 0 DELTA 3)"
 # Content types need no declaration: each new name in an event takes an id.
@@ -1053,11 +1054,12 @@ for ((i = 1; i <= 65534; i++)); do
 done | timeout 300 redis-cli -p "$T_RESP" >"$TMP/ctypes.out" 2>&1 || true
 assert_eq "65534 content types more (post was the first)" "65534 1" \
 	"$(sort "$TMP/ctypes.out" | uniq -c | awk '{ print $1, $2 }')"
-assert_eq "the 65536th content type is refused" "ERR limit reached" \
+assert_eq "the 65536th content type is refused, naming the limit" \
+	"ERR limit reached: at most 65535 content types" \
 	"$(rcli TALLY.ADD onemore view 1 0)"
 assert_eq "a content type it holds still counts" 2 "$(rcli TALLY.ADD c65534 view 1 0)"
 assert_eq "HTTP: a new content type at the limit is 409" \
-	'409 {"error":"limit reached"}' \
+	'409 {"error":"limit reached: at most 65535 content types"}' \
 	"$(curl -s -o "$TMP/lim.json" -w '%{http_code}' -X POST \
 		"http://127.0.0.1:$T_HTTP/v1/events" \
 		-d '{"ctype":"twomore","ktype":"view","content":1,"member":0}') $(cat "$TMP/lim.json")"
@@ -1069,7 +1071,8 @@ assert_eq "HTTP: an array whose new content type is past it is 207, the event be
 assert_contains "... naming the limit for the event past it" "$(cat "$TMP/lim.json")" "limit reached"
 stop_and_check
 start_tallyd "$TMP/typelimits"
-assert_eq "after a restart: still refused" "ERR limit reached" \
+assert_eq "after a restart: still refused" \
+	"ERR limit reached: at most 65535 content types" \
 	"$(rcli TALLY.ADD onemore view 1 0)"
 assert_eq "after a restart: the types it holds count on" "4 3" \
 	"$(rcli TALLY.ADD c65534 view 1 0 DELTA 2) $(rcli TALLY.COUNT post k1024 1)"

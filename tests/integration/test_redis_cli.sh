@@ -409,6 +409,15 @@ assert_match "RECENT LIMIT 0 is an error" '^\(error\) ERR syntax error' \
 	"$(rcn tally.recent article like 45 LIMIT 0)"
 assert_match "RECENT LIMIT 1001 is an error" '^\(error\) ERR syntax error' \
 	"$(rcn tally.recent article like 45 LIMIT 1001)"
+for bad in "LIMIT x" "BEFORE x" "BEFORE -1" "LIMIT" "AFTER 3"; do
+	assert_eq "RECENT ... $bad: the error gives the rules" \
+		"(error) ERR syntax error (LIMIT 1..1000, BEFORE seq, a sequence number from an entry before)" \
+		"$(rcn tally.recent article like 45 $bad)"
+done
+assert_eq "RECENT with LIMIT twice is refused" "(error) ERR LIMIT given twice" \
+	"$(rcn tally.recent article like 45 LIMIT 1 LIMIT 2)"
+assert_eq "HISTORY with BEFORE twice is refused" "(error) ERR BEFORE given twice" \
+	"$(rcn tally.history 7 like BEFORE 9 before 9)"
 
 section "TALLY.HISTORY"
 rcli tally.add article like 46 77 >/dev/null
