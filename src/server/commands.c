@@ -780,7 +780,9 @@ static void reply_event_error(cmd_ctx *c, int rc, const tally_event *ev)
 			            "need a member and DELTA 1; total types a "
 			            "DELTA > 0; AT is ms since the epoch, before "
 			            "2100; names are [A-Za-z0-9_.:-]");
-	} else {
+	} else if (rc != TALLY_EKEYSIZE || !reply_bad_ctype(c, ev->ctype)) {
+		/* A content type too long is told its own rule, not the
+		 * length rules of every key, name and id. */
 		cmd_reply_tally_error(c->out, rc);
 	}
 }
@@ -805,8 +807,9 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 		               : arg_is(argv[i], lens[i], "id")  ? 4u
 		                                                 : 0u;
 
-		if (i + 1 >= argc) {
-			reply_syntax(c->out);
+		if (i + 1 >= argc || opt == 0) {
+			reply_error(c->out, "ERR syntax error (options: DELTA n, "
+			            "AT ms, ID token, each with its value)");
 			return;
 		}
 		/* Which of two would count is a guess (an ID above all): as
@@ -827,12 +830,10 @@ static void event_cmd(cmd_ctx *c, size_t argc, char **argv, size_t *lens,
 		} else if (arg_is(argv[i], lens[i], "at")) {
 			if (!at_arg(c, argv[i + 1], lens[i + 1], &ev->at_ms))
 				return;
-		} else if (arg_is(argv[i], lens[i], "id")) {
+		} else {
+			assert(opt == 4);
 			w.id = argv[i + 1];
 			w.id_len = lens[i + 1];
-		} else {
-			reply_syntax(c->out);
-			return;
 		}
 	}
 	rc = c->submit(c->conn, &w, 1, FMT_INT);
@@ -853,7 +854,8 @@ static void cmd_tremove(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 static void reply_read_error(cmd_ctx *c, int rc, const char *ctype,
                              const char *ktype)
 {
-	if (rc == TALLY_EINVAL && ctype != NULL && reply_bad_ctype(c, ctype))
+	if ((rc == TALLY_EINVAL || rc == TALLY_EKEYSIZE) && ctype != NULL &&
+	    reply_bad_ctype(c, ctype))
 		return;
 	if (rc == TALLY_ENOTYPE)
 		reply_errorf(c->out, "ERR unknown counting type '%.64s'", ktype);

@@ -322,9 +322,10 @@ assert_eq "DELTA 0 is an error" "(error) ERR DELTA must be a positive integer" \
 	"$(rcn tally.add article view 42 1 DELTA 0)"
 assert_eq "DELTA -1 is an error" "(error) ERR DELTA must be a positive integer" \
 	"$(rcn tally.add article view 42 1 DELTA -1)"
-assert_eq "dangling option is a syntax error" "(error) ERR syntax error" \
+opts_err="(error) ERR syntax error (options: DELTA n, AT ms, ID token, each with its value)"
+assert_eq "dangling option is a syntax error, naming the options" "$opts_err" \
 	"$(rcn tally.add article view 42 1 DELTA)"
-assert_eq "unknown option is a syntax error" "(error) ERR syntax error" \
+assert_eq "unknown option is a syntax error, naming the options" "$opts_err" \
 	"$(rcn tally.add article view 42 1 FOO 1)"
 assert_match "HAS on a total type is an error" "^\(error\) ERR 'view' is a total type" \
 	"$(rcn tally.has article view 42 9)"
@@ -471,6 +472,13 @@ assert_eq "a bad content type name, COUNTS" \
 assert_eq "a bad content type name, ADD" \
 	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
 	"$(rcn tally.add 'bad name' like 1 5)"
+long65=$(printf 'c%.0s' $(seq 65))
+assert_eq "a content type of 65 bytes, ADD: its own rule" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.add "$long65" like 1 5)"
+assert_eq "a content type of 65 bytes, COUNT: its own rule" \
+	"(error) ERR content type must be 1..64 bytes of [A-Za-z0-9_.:-]" \
+	"$(rcn tally.count "$long65" like 1)"
 assert_eq "AT after 2100, COUNT" \
 	"(error) ERR AT must be a time in ms since the epoch, 1..4102444800000 (before 2100)" \
 	"$(rcn tally.count article like 42 AT 4102444800001)"
@@ -487,13 +495,13 @@ assert_eq "HAS of member 0" "(error) ERR member must be non-zero" \
 	"$(rcn tally.has article like 42 0)"
 assert_eq "the refused events changed nothing" "(integer) 1" \
 	"$(rcn tally.count article like 42)"
-# 9 errors above, then one of a write queued behind another write (its
+# 11 errors above, then one of a write queued behind another write (its
 # reply waits in order), one unknown command and one arity error.
 raw=$(raw_resp "$T_RESP" 'TALLY.ADD article view 42 0\r\nTALLY.ADD article like 42 0\r\nNOSUCHCMD\r\nINCR\r\nQUIT\r\n')
 assert_match "a queued write's error comes in order" \
 	'^:[0-9]+\\r\\n-ERR .like. is a unique type.*-ERR unknown command.*-ERR wrong number.*\+OK' "$raw"
 assert_eq "/metrics counts every error reply, answered at once or queued" \
-	"$((${errs0:-0} + 12))" "$(metric tally_command_errors_total)"
+	"$((${errs0:-0} + 14))" "$(metric tally_command_errors_total)"
 
 section "NUL bytes: refused in names and numbers, taken in an ID token"
 # A content type may be called "id": the argument after it is the counting
