@@ -179,6 +179,7 @@ struct srv {
 	/* Command table entry + 1 at a hash of its name, 0 for none
 	 * (commands.c, cmd_index_build()). */
 	uint8_t cmd_index[CMD_INDEX_SLOTS];
+	uint64_t cmd_words[CMD_TABLE_MAX][2]; /* each name, folded */
 };
 
 /* Sum of stat `field` over workers. */

@@ -42,13 +42,33 @@ count=$(rcli command count)
 assert_match "COMMAND COUNT is an integer" '^[0-9]+$' "$count"
 all=$(rcli command)
 n_found=0
-for c in ping echo quit hello auth select client command info dbsize incr \
-	incrby decr decrby get mget set del exists config tally.add tally.remove \
-	tally.count tally.mcount tally.counts tally.recent tally.has \
-	tally.history tally.type tally.types tally.shards tally.backup; do
+contract="ping echo quit hello auth select client command info dbsize incr
+	incrby decr decrby get mget set del exists config tally.add tally.remove
+	tally.count tally.mcount tally.counts tally.recent tally.has
+	tally.history tally.type tally.types tally.shards tally.backup"
+for c in $contract; do
 	if grep -qx "$c" <<<"$all"; then n_found=$((n_found + 1)); else say "  COMMAND lacks $c"; fi
 done
 assert_eq "COMMAND lists every command of the contract" "32" "$n_found"
+# Names are found in any case, and only whole: each command in upper case
+# and in mixed case is known (its arity error at worst, or QUIT's OK).
+n_known=0
+for c in $contract; do
+	mixed=$(sed -E 's/(.)(.)/\U\1\E\2/g' <<<"$c")
+	for name in "${c^^}" "$mixed"; do
+		r=$(timeout 10 redis-cli -p "$T_RESP" "$name" 2>&1 </dev/null || true)
+		if [[ "$r" == *"unknown command"* ]]; then
+			say "  $name is called unknown"
+		else
+			n_known=$((n_known + 1))
+		fi
+	done
+done
+assert_eq "every command is known in upper and in mixed case" "64" "$n_known"
+for bad in 'PING\x00' 'PINGX' '\xd0ING' 'tally.historyxxxx' 'INC'; do
+	assert_match "'$bad' is an unknown command" '^-ERR unknown command' \
+		"$(raw_resp "$T_RESP" "*1\r\n\$$(printf "$bad" | wc -c)\r\n$bad\r\n" 1)"
+done
 assert_int_cmp "COMMAND COUNT >= commands listed" "$count" -ge "$n_found"
 # TALLY.TYPE ADD changes the schema: a client routing readonly commands
 # elsewhere must not route it.
