@@ -367,15 +367,21 @@ static size_t find(const hmap *m, uint64_t hash, const void *key, size_t len,
 	return m->cap;
 }
 
-void *hmap_get(const hmap *m, const void *key, size_t len)
+void *hmap_get_h(const hmap *m, const void *key, size_t len, uint64_t hash)
 {
 	assert(m != NULL);
 	assert(key != NULL || len == 0);
 	if (len > HMAP_KEY_MAX)
 		return NULL; /* never stored */
-	uint64_t hash = hash_bytes(key, len);
+	assert(hash == hash_bytes(key, len));
 	size_t i = find(m, hash, key, len, NULL);
 	return i < m->cap ? entry_value(m->slots[i].e) : NULL;
+}
+
+void *hmap_get(const hmap *m, const void *key, size_t len)
+{
+	return hmap_get_h(m, key, len,
+	                  len > HMAP_KEY_MAX ? 0 : hash_bytes(key, len));
 }
 
 /* Probes this far from the home slot are looked at by a deep prefetch; a
@@ -384,11 +390,19 @@ void *hmap_get(const hmap *m, const void *key, size_t len)
 
 void hmap_prefetch(const hmap *m, const void *key, size_t len, int deep)
 {
+	if (len <= HMAP_KEY_MAX)
+		hmap_prefetch_h(m, key, len, hash_bytes(key, len), deep);
+}
+
+void hmap_prefetch_h(const hmap *m, const void *key, size_t len,
+                     uint64_t hash, int deep)
+{
 	assert(m != NULL);
 	assert(key != NULL || len == 0);
 	if (len > HMAP_KEY_MAX)
 		return;
-	uint64_t hash = hash_bytes(key, len);
+	assert(hash == hash_bytes(key, len));
+	(void)key; /* only the hash is needed, and checked */
 	size_t mask = m->cap - 1;
 	size_t i = (size_t)hash & mask;
 
@@ -471,13 +485,21 @@ static hmap_entry *entry_new(hmap *m, const void *key, size_t len)
 
 void *hmap_put(hmap *m, const void *key, size_t len, int *inserted)
 {
+	return hmap_put_h(m, key, len,
+	                  len > HMAP_KEY_MAX ? 0 : hash_bytes(key, len),
+	                  inserted);
+}
+
+void *hmap_put_h(hmap *m, const void *key, size_t len, uint64_t hash,
+                 int *inserted)
+{
 	assert(m != NULL);
 	assert(key != NULL || len == 0);
 	if (inserted != NULL)
 		*inserted = 0;
 	if (len > HMAP_KEY_MAX)
 		return NULL;
-	uint64_t hash = hash_bytes(key, len);
+	assert(hash == hash_bytes(key, len));
 	size_t at = m->cap;
 	size_t i = find(m, hash, key, len, &at);
 	if (i < m->cap)
@@ -526,11 +548,18 @@ static void slot_release(hmap *m, size_t i)
 
 int hmap_del(hmap *m, const void *key, size_t len)
 {
+	return hmap_del_h(m, key, len,
+	                  len > HMAP_KEY_MAX ? 0 : hash_bytes(key, len));
+}
+
+int hmap_del_h(hmap *m, const void *key, size_t len, uint64_t hash)
+{
 	assert(m != NULL);
 	assert(key != NULL || len == 0);
 	if (len > HMAP_KEY_MAX)
 		return 0;
-	size_t i = find(m, hash_bytes(key, len), key, len, NULL);
+	assert(hash == hash_bytes(key, len));
+	size_t i = find(m, hash, key, len, NULL);
 	if (i == m->cap)
 		return 0;
 	entry_release(m, m->slots[i].e);
@@ -543,8 +572,17 @@ int hmap_del(hmap *m, const void *key, size_t len)
 int hmap_next(const hmap *m, size_t *pos, const void **key, size_t *len,
               void **value)
 {
+	uint64_t hash;
+
+	return hmap_next_h(m, pos, key, len, value, &hash);
+}
+
+int hmap_next_h(const hmap *m, size_t *pos, const void **key, size_t *len,
+                void **value, uint64_t *hash)
+{
 	assert(m != NULL);
 	assert(pos != NULL && key != NULL && len != NULL && value != NULL);
+	assert(hash != NULL);
 	for (size_t i = *pos; i < m->cap; i++) {
 		hmap_entry *e = m->slots[i].e;
 		if (e == NULL)
@@ -552,6 +590,7 @@ int hmap_next(const hmap *m, size_t *pos, const void **key, size_t *len,
 		*key = entry_key(m, e);
 		*len = e->len;
 		*value = entry_value(e);
+		*hash = m->slots[i].hash;
 		*pos = i + 1;
 		return 1;
 	}

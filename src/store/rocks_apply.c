@@ -31,14 +31,26 @@ static int64_t wrap_add(int64_t a, int64_t b)
 	return (int64_t)((uint64_t)a + (uint64_t)b);
 }
 
+/* An op's keys, encoded and hashed once for every lookup of its block:
+ * the value's (a named counter's key, or the object's) and, for a unique
+ * event, the membership's. The same key was hashed a dozen times over,
+ * some 5% of an INCR's instructions. */
+typedef struct opkey {
+	const uint8_t *key;
+	size_t len;
+	uint64_t h;                    /* hash_bytes(key, len) */
+	uint64_t mh;                   /* hash_bytes(mkey, KEY_MEMBER_LEN) */
+	uint8_t okey[KEY_OBJ_LEN];
+	uint8_t mkey[KEY_MEMBER_LEN];
+} opkey;
+
 /* Fill o, a batch's new entry for a value of cf, from the committer's
  * cache or the tables in memory; 0 when neither holds it (then only the
  * store can say). */
-static int val_from_memory(rocks *r, int cf, const uint8_t *key, size_t len,
-                           rocks_ov *o)
+static int val_from_memory(rocks *r, int cf, const opkey *k, rocks_ov *o)
 {
 	hmap *cache = cf == CF_NAMED ? r->cache_named : r->cache_totals;
-	const rocks_val *c = hmap_get(cache, key, len);
+	const rocks_val *c = hmap_get_h(cache, k->key, k->len, k->h);
 	rocks_val d;
 
 	if (c != NULL) {
@@ -47,7 +59,7 @@ static int val_from_memory(rocks *r, int cf, const uint8_t *key, size_t len,
 		o->cached = 1;
 		return 1;
 	}
-	if (rocks_dirty_load(r, cf, key, len, &d, &o->home)) {
+	if (rocks_dirty_load(r, cf, k->key, k->len, k->h, &d, &o->home)) {
 		o->val.v = d.v;
 		o->val.exists = d.exists;
 		return 1;
@@ -60,26 +72,26 @@ static int val_from_memory(rocks *r, int cf, const uint8_t *key, size_t len,
  * were loaded together before, by values_preload()). With overwrite (SET,
  * DEL), a stored value that is corrupt is taken as existing with value 0:
  * the op writes over it, which is how such a counter is mended. */
-static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
-                    int overwrite, rocks_val **out)
+static int val_slot(rocks *r, int cf, const opkey *k, int overwrite,
+                    rocks_val **out)
 {
 	hmap *ov = cf == CF_NAMED ? r->ov_named : r->ov_totals;
 	int inserted;
-	rocks_ov *o = hmap_put(ov, key, len, &inserted);
+	rocks_ov *o = hmap_put_h(ov, k->key, k->len, k->h, &inserted);
 	rocks_val *v;
 
 	if (o == NULL)
 		return TALLY_ENOMEM;
 	v = &o->val;
-	if (inserted && !val_from_memory(r, cf, key, len, o)) {
-		int rc = rocks_get_i64(r, cf, key, len, &v->v);
+	if (inserted && !val_from_memory(r, cf, k, o)) {
+		int rc = rocks_get_i64(r, cf, k->key, k->len, &v->v);
 
 		if (rc == TALLY_ECORRUPT && overwrite) {
 			v->v = 0;
 			rc = TALLY_OK;
 		}
 		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND) {
-			hmap_del(ov, key, len);
+			hmap_del_h(ov, k->key, k->len, k->h);
 			return rc;
 		}
 		v->exists = rc == TALLY_OK;
@@ -89,19 +101,21 @@ static int val_slot(rocks *r, int cf, const uint8_t *key, size_t len,
 	return TALLY_OK;
 }
 
-static int member_slot(rocks *r, const uint8_t *key, rocks_mem **out)
+static int member_slot(rocks *r, const opkey *k, rocks_mem **out)
 {
 	int inserted;
-	rocks_mem *m = hmap_put(r->ov_members, key, KEY_MEMBER_LEN, &inserted);
+	rocks_mem *m = hmap_put_h(r->ov_members, k->mkey, KEY_MEMBER_LEN,
+	                          k->mh, &inserted);
 
 	if (m == NULL)
 		return TALLY_ENOMEM;
-	if (inserted && !rocks_events_member(r, key, m)) {
-		int rc = rocks_get_i64(r, CF_MEMBERS, key, KEY_MEMBER_LEN,
+	if (inserted && !rocks_events_member(r, k->mkey, k->mh, m)) {
+		int rc = rocks_get_i64(r, CF_MEMBERS, k->mkey, KEY_MEMBER_LEN,
 		                       &m->at_ms);
 
 		if (rc != TALLY_OK && rc != TALLY_ENOTFOUND) {
-			hmap_del(r->ov_members, key, KEY_MEMBER_LEN);
+			hmap_del_h(r->ov_members, k->mkey, KEY_MEMBER_LEN,
+			           k->mh);
 			return rc;
 		}
 		m->in = rc == TALLY_OK;
@@ -110,11 +124,10 @@ static int member_slot(rocks *r, const uint8_t *key, rocks_mem **out)
 	return TALLY_OK;
 }
 
-static int apply_counter(rocks *r, store_op *op)
+static int apply_counter(rocks *r, store_op *op, const opkey *k)
 {
 	rocks_val *v;
-	int rc = val_slot(r, CF_NAMED, op->key, op->key_len,
-	                  op->kind != STORE_OP_INCRBY, &v);
+	int rc = val_slot(r, CF_NAMED, k, op->kind != STORE_OP_INCRBY, &v);
 
 	if (rc != TALLY_OK)
 		return rc;
@@ -175,9 +188,8 @@ static int put_event(rocks *r, const store_op *op, int64_t d, int64_t total,
 	return rocks_journal_event(r, &ev);
 }
 
-static int apply_event(rocks *r, store_op *op)
+static int apply_event(rocks *r, store_op *op, const opkey *k)
 {
-	uint8_t okey[KEY_OBJ_LEN];
 	rocks_mem *m = NULL;
 	rocks_val *tv;
 	int64_t d;
@@ -185,15 +197,11 @@ static int apply_event(rocks *r, store_op *op)
 
 	assert(op->mode == TALLY_MODE_UNIQUE || op->mode == TALLY_MODE_TOTAL);
 	assert(op->delta > 0);
-	key_obj_encode(okey, &op->obj);
-	rc = val_slot(r, CF_TOTALS, okey, sizeof okey, 0, &tv);
+	rc = val_slot(r, CF_TOTALS, k, 0, &tv);
 	if (rc != TALLY_OK)
 		return rc;
 	if (op->mode == TALLY_MODE_UNIQUE) {
-		uint8_t mkey[KEY_MEMBER_LEN];
-
-		key_member_encode(mkey, &op->obj, op->member);
-		rc = member_slot(r, mkey, &m);
+		rc = member_slot(r, k, &m);
 		if (rc != TALLY_OK)
 			return rc;
 		if (m->in == !op->remove) { /* like twice, unlike a non-member */
@@ -275,7 +283,7 @@ static void put_token(rocks *r, const store_op *op)
 	r->wb_ordered = 1;
 }
 
-static int apply_op(rocks *r, store_op *op)
+static int apply_op(rocks *r, store_op *op, const opkey *k)
 {
 	int rc = TALLY_OK;
 
@@ -284,10 +292,10 @@ static int apply_op(rocks *r, store_op *op)
 	case STORE_OP_INCRBY:
 	case STORE_OP_SET:
 	case STORE_OP_DEL:
-		rc = apply_counter(r, op);
+		rc = apply_counter(r, op, k);
 		break;
 	case STORE_OP_EVENT:
-		rc = apply_event(r, op);
+		rc = apply_event(r, op, k);
 		break;
 	case STORE_OP_TYPE:
 	case STORE_OP_CTYPE:
@@ -358,19 +366,20 @@ static void overlays_commit(rocks *r, hmap *ov, hmap *cache)
 	size_t pos = 0, len;
 	const void *key;
 	void *val;
+	uint64_t h;
 
 	if (hmap_count(cache) + hmap_count(ov) > r->cache_max)
 		hmap_clear(cache);
-	while (hmap_next(ov, &pos, &key, &len, &val)) {
+	while (hmap_next_h(ov, &pos, &key, &len, &val, &h)) {
 		const rocks_val *v = &((const rocks_ov *)val)->val;
 		rocks_val *c;
 
 		if (rocks_val_changed(v))
 			continue;
-		c = hmap_put(cache, key, len, NULL);
+		c = hmap_put_h(cache, key, len, h, NULL);
 
 		if (c == NULL) { /* out of memory: forget rather than lie */
-			hmap_del(cache, key, len);
+			hmap_del_h(cache, key, len, h);
 			continue;
 		}
 		c->v = v->v;
@@ -428,38 +437,61 @@ static int batch_write(rocks *r, int sync)
  * committer's samples under random INCR, measured): start them all before
  * the first is needed, slots first, then the entries those slots point
  * to. */
-static void ops_prefetch(rocks *r, const store_op *ops, size_t n)
+static void ops_prefetch(rocks *r, const store_op *ops, const opkey *keys,
+                         size_t n)
 {
-	uint8_t okey[KEY_OBJ_LEN], mkey[KEY_MEMBER_LEN];
-
 	for (int deep = 0; deep < 2; deep++) {
 		for (size_t i = 0; i < n; i++) {
 			const store_op *op = &ops[i];
+			const opkey *k = &keys[i];
 
-			if (op->skip)
+			if (op->skip || k->key == NULL)
 				continue;
-			switch (op->kind) {
-			case STORE_OP_INCRBY:
-			case STORE_OP_SET:
-			case STORE_OP_DEL:
-				rocks_dirty_prefetch(r, CF_NAMED, op->key,
-				                     op->key_len, deep);
-				break;
-			case STORE_OP_EVENT:
-				key_obj_encode(okey, &op->obj);
-				rocks_dirty_prefetch(r, CF_TOTALS, okey,
-				                     sizeof okey, deep);
-				if (op->mode == TALLY_MODE_UNIQUE) {
-					key_member_encode(mkey, &op->obj,
-					                  op->member);
-					rocks_events_member_prefetch(r, mkey,
-					                             deep);
-				}
-				break;
-			default:
-				break;
-			}
+			rocks_dirty_prefetch(r, op->kind == STORE_OP_EVENT ?
+			                     CF_TOTALS : CF_NAMED, k->key,
+			                     k->len, k->h, deep);
+			if (op->kind == STORE_OP_EVENT &&
+			    op->mode == TALLY_MODE_UNIQUE)
+				rocks_events_member_prefetch(r, k->mkey, k->mh,
+				                             deep);
 		}
+	}
+}
+
+/* Encode and hash the keys of a block's ops: key NULL for an op that
+ * reads no value (meta ops, skipped ones). */
+static void ops_keys(const store_op *ops, opkey *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const store_op *op = &ops[i];
+		opkey *k = &keys[i];
+
+		k->key = NULL;
+		if (op->skip)
+			continue;
+		switch (op->kind) {
+		case STORE_OP_INCRBY:
+		case STORE_OP_SET:
+		case STORE_OP_DEL:
+			k->key = op->key;
+			k->len = op->key_len;
+			break;
+		case STORE_OP_EVENT:
+			key_obj_encode(k->okey, &op->obj);
+			k->key = k->okey;
+			k->len = KEY_OBJ_LEN;
+			if (op->mode == TALLY_MODE_UNIQUE) {
+				key_member_encode(k->mkey, &op->obj,
+				                  op->member);
+				k->mh = hash_bytes(k->mkey, KEY_MEMBER_LEN);
+			}
+			break;
+		default:
+			continue;
+		}
+		/* A key past the maps' bound is never in them (and its op
+		 * fails on it): any hash will do. */
+		k->h = k->len <= HMAP_KEY_MAX ? hash_bytes(k->key, k->len) : 0;
 	}
 }
 
@@ -575,28 +607,28 @@ static void member_gone(rocks *r, const char *key, size_t len)
  * members new, so a filter probe per table file, each behind RocksDB's
  * per-call setup). What this cannot load (an error) is left for
  * member_slot() to read again, and report. */
-static void members_preload(rocks *r, const store_op *ops, size_t n)
+static void members_preload(rocks *r, const store_op *ops,
+                            const opkey *keys, size_t n)
 {
-	uint8_t keys[ROCKS_BLOCK][KEY_MEMBER_LEN];
 	preload p;
 
 	assert(n <= ROCKS_BLOCK);
 	p.n = 0;
 	for (size_t i = 0; i < n; i++) {
 		const store_op *op = &ops[i];
-		uint8_t *key = keys[p.n];
+		const opkey *k = &keys[i];
 		rocks_mem *m;
 		int inserted;
 
 		if (op->skip || op->kind != STORE_OP_EVENT ||
 		    op->mode != TALLY_MODE_UNIQUE)
 			continue;
-		key_member_encode(key, &op->obj, op->member);
-		m = hmap_put(r->ov_members, key, KEY_MEMBER_LEN, &inserted);
+		m = hmap_put_h(r->ov_members, k->mkey, KEY_MEMBER_LEN, k->mh,
+		               &inserted);
 		if (m == NULL || !inserted)
 			continue; /* member_slot() reports the memory */
-		if (!rocks_events_member(r, key, m))
-			preload_add(&p, key, KEY_MEMBER_LEN, m);
+		if (!rocks_events_member(r, k->mkey, k->mh, m))
+			preload_add(&p, k->mkey, KEY_MEMBER_LEN, m);
 	}
 	preload_read(r, CF_MEMBERS, &p, member_fill, member_gone);
 }
@@ -627,45 +659,27 @@ static void totals_gone(rocks *r, const char *key, size_t len)
  * many of which were new (callgrind); a batched read costs about half.
  * A value that does not decode is left for val_slot() too, which knows
  * whether its op writes over it. */
-static void values_preload(rocks *r, const store_op *ops, size_t n)
+static void values_preload(rocks *r, const store_op *ops,
+                           const opkey *keys, size_t n)
 {
-	uint8_t okeys[ROCKS_BLOCK][KEY_OBJ_LEN];
 	preload named, totals;
 
 	assert(n <= ROCKS_BLOCK);
 	named.n = totals.n = 0;
 	for (size_t i = 0; i < n; i++) {
-		const store_op *op = &ops[i];
-		const uint8_t *key;
-		size_t len;
-		int cf, inserted;
+		const opkey *k = &keys[i];
+		int named_op = ops[i].kind != STORE_OP_EVENT;
+		int inserted;
 		rocks_ov *o;
 
-		if (op->skip)
+		if (k->key == NULL)
 			continue;
-		switch (op->kind) {
-		case STORE_OP_INCRBY:
-		case STORE_OP_SET:
-		case STORE_OP_DEL:
-			cf = CF_NAMED;
-			key = op->key;
-			len = op->key_len;
-			break;
-		case STORE_OP_EVENT:
-			cf = CF_TOTALS;
-			key_obj_encode(okeys[totals.n], &op->obj);
-			key = okeys[totals.n];
-			len = KEY_OBJ_LEN;
-			break;
-		default:
-			continue;
-		}
-		o = hmap_put(cf == CF_NAMED ? r->ov_named : r->ov_totals, key,
-		             len, &inserted);
+		o = hmap_put_h(named_op ? r->ov_named : r->ov_totals, k->key,
+		               k->len, k->h, &inserted);
 		if (o == NULL || !inserted)
 			continue; /* val_slot() reports the memory */
-		if (!val_from_memory(r, cf, key, len, o))
-			preload_add(cf == CF_NAMED ? &named : &totals, key, len,
+		if (!val_from_memory(r, named_op ? CF_NAMED : CF_TOTALS, k, o))
+			preload_add(named_op ? &named : &totals, k->key, k->len,
 			            o);
 	}
 	preload_read(r, CF_NAMED, &named, val_fill, named_gone);
@@ -683,6 +697,7 @@ int rocks_apply(store *s, store_batch *b)
 {
 	rocks *r = (rocks *)s;
 	uint64_t seq_start = r->seq;
+	opkey keys[ROCKS_BLOCK];
 	int rc = TALLY_OK;
 
 	rocks_counters_off();
@@ -695,12 +710,13 @@ int rocks_apply(store *s, store_batch *b)
 		if (i % ROCKS_BLOCK == 0) {
 			size_t k = rocks_block_len(b->n, i);
 
-			ops_prefetch(r, &b->ops[i], k);
-			members_preload(r, &b->ops[i], k);
-			values_preload(r, &b->ops[i], k);
+			ops_keys(&b->ops[i], keys, k);
+			ops_prefetch(r, &b->ops[i], keys, k);
+			members_preload(r, &b->ops[i], keys, k);
+			values_preload(r, &b->ops[i], keys, k);
 		}
 		if (!b->ops[i].skip)
-			rc = apply_op(r, &b->ops[i]);
+			rc = apply_op(r, &b->ops[i], &keys[i % ROCKS_BLOCK]);
 	}
 	if (rc == TALLY_OK)
 		rc = overlays_flush(r);

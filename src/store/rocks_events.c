@@ -131,17 +131,19 @@ void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep)
 	}
 }
 
-void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep)
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, uint64_t h,
+                                  int deep)
 {
 	if (r->ev_dirty != NULL)
-		hmap_prefetch(r->ev_dirty->members, key, KEY_MEMBER_LEN,
-		              deep);
+		hmap_prefetch_h(r->ev_dirty->members, key, KEY_MEMBER_LEN, h,
+		                deep);
 	if (r->ev_frozen != NULL)
-		hmap_prefetch(r->ev_frozen->members, key, KEY_MEMBER_LEN,
-		              deep);
+		hmap_prefetch_h(r->ev_frozen->members, key, KEY_MEMBER_LEN, h,
+		                deep);
 }
 
-int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out)
+int rocks_events_member(rocks *r, const uint8_t *key, uint64_t h,
+                        rocks_mem *out)
 {
 	const rocks_evgen *gens[2] = { r->ev_dirty, r->ev_frozen };
 
@@ -150,7 +152,7 @@ int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out)
 
 		if (gens[i] == NULL)
 			continue;
-		m = hmap_get(gens[i]->members, key, KEY_MEMBER_LEN);
+		m = hmap_get_h(gens[i]->members, key, KEY_MEMBER_LEN, h);
 		if (m != NULL) {
 			*out = *m;
 			return 1;

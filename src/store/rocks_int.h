@@ -396,16 +396,17 @@ void rocks_journal_commit(rocks *r);
  * clean: written by the last checkpoint): 1 and *out, or 0.
  * The committer calls it bare; other threads between rdlock and unlock. */
 int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
-                     rocks_val *out);
+                     uint64_t h, rocks_val *out);
 /* Committer only: like rocks_dirty_find, and *home is the entry when it
  * is in the dirty table (else NULL). The entry stays where it is until the
  * batch's commit, which alone freezes the dirty table. */
 int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
-                     rocks_val *out, rocks_val **home);
+                     uint64_t h, rocks_val *out, rocks_val **home);
 /* Prefetch hint for a coming rocks_dirty_find of key (hmap_prefetch's
- * deep); committer only. */
+ * deep); committer only. h is hash_bytes(key, len), here and below:
+ * a key's hash is computed once for all of its lookups. */
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
-                          int deep);
+                          uint64_t h, int deep);
 void rocks_dirty_rdlock(rocks *r);
 void rocks_dirty_unlock(rocks *r);
 
@@ -421,10 +422,12 @@ int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev);
 int rocks_evgen_add(rocks_evgen *g, const rocks_ev *ev);
 /* The membership of a member key in the dirty or frozen events: 1 and
  * *out, or 0. Committer bare; other threads under the read lock. */
-int rocks_events_member(rocks *r, const uint8_t *key, rocks_mem *out);
+int rocks_events_member(rocks *r, const uint8_t *key, uint64_t h,
+                        rocks_mem *out);
 /* Prefetch hints, committer only (hmap_prefetch's deep): for a coming
  * rocks_events_member of key, and for a coming rocks_evgen_add of ev. */
-void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep);
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, uint64_t h,
+                                  int deep);
 void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep);
 /* Call fn on the events in memory of an object (hist 0, prefix an object
  * key) or of a member's history of one type (hist 1, prefix a history

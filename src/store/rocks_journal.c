@@ -206,16 +206,16 @@ void rocks_journal_discard(rocks *r)
 /* ---- lookups -------------------------------------------------------------- */
 
 int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
-                     rocks_val *out, rocks_val **home)
+                     uint64_t h, rocks_val *out, rocks_val **home)
 {
 	int t = tab_of(cf);
-	rocks_val *v = hmap_get(r->dirty[t], key, len);
+	rocks_val *v = hmap_get_h(r->dirty[t], key, len, h);
 
 	*home = v;
 	if (v == NULL && r->frozen[t] != NULL)
-		v = hmap_get(r->frozen[t], key, len);
+		v = hmap_get_h(r->frozen[t], key, len, h);
 	if (v == NULL)
-		v = hmap_get(r->clean[t], key, len);
+		v = hmap_get_h(r->clean[t], key, len, h);
 	if (v == NULL)
 		return 0;
 	*out = *v;
@@ -223,22 +223,22 @@ int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
 }
 
 int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
-                     rocks_val *out)
+                     uint64_t h, rocks_val *out)
 {
 	rocks_val *home;
 
-	return rocks_dirty_load(r, cf, key, len, out, &home);
+	return rocks_dirty_load(r, cf, key, len, h, out, &home);
 }
 
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
-                          int deep)
+                          uint64_t h, int deep)
 {
 	int t = tab_of(cf);
 
-	hmap_prefetch(r->dirty[t], key, len, deep);
+	hmap_prefetch_h(r->dirty[t], key, len, h, deep);
 	if (r->frozen[t] != NULL)
-		hmap_prefetch(r->frozen[t], key, len, deep);
-	hmap_prefetch(r->clean[t], key, len, deep);
+		hmap_prefetch_h(r->frozen[t], key, len, h, deep);
+	hmap_prefetch_h(r->clean[t], key, len, h, deep);
 }
 
 void rocks_dirty_rdlock(rocks *r)
@@ -266,9 +266,10 @@ static void val_set(rocks_val *d, const rocks_val *v)
 	d->put = 0;
 }
 
-static int tabs_put(hmap *tab, const void *key, size_t len, const rocks_val *v)
+static int tabs_put(hmap *tab, const void *key, size_t len, uint64_t h,
+                    const rocks_val *v)
 {
-	rocks_val *d = hmap_put(tab, key, len, NULL);
+	rocks_val *d = hmap_put_h(tab, key, len, h, NULL);
 
 	if (d == NULL)
 		return -1;
@@ -292,6 +293,7 @@ static void carry_build(rocks *r, hmap *const tab[2])
 		size_t pos = 0, len;
 		const void *key;
 		void *val;
+		uint64_t h;
 		int ok = 1;
 
 		r->carried[t] = 0;
@@ -302,13 +304,13 @@ static void carry_build(rocks *r, hmap *const tab[2])
 			continue;
 		/* Deletions count too: they answer "absent" without a
 		 * RocksDB lookup. */
-		while (ok && hmap_next(tab[t], &pos, &key, &len, &val))
-			ok = tabs_put(c, key, len, val) == 0;
+		while (ok && hmap_next_h(tab[t], &pos, &key, &len, &val, &h))
+			ok = tabs_put(c, key, len, h, val) == 0;
 		pos = 0;
 		while (ok && hmap_count(c) < r->cache_max / 2 &&
-		       hmap_next(r->clean[t], &pos, &key, &len, &val)) {
+		       hmap_next_h(r->clean[t], &pos, &key, &len, &val, &h)) {
 			int inserted;
-			rocks_val *d = hmap_put(c, key, len, &inserted);
+			rocks_val *d = hmap_put_h(c, key, len, h, &inserted);
 
 			ok = d != NULL;
 			if (ok && inserted)
@@ -411,6 +413,7 @@ void rocks_journal_commit(rocks *r)
 	size_t pos, len;
 	const void *key;
 	void *val;
+	uint64_t h;
 	int rc = TALLY_OK;
 
 	if (r->jlen > 0) {
@@ -420,7 +423,7 @@ void rocks_journal_commit(rocks *r)
 			hmap *cache = t ? r->cache_totals : r->cache_named;
 
 			pos = 0;
-			while (hmap_next(ov, &pos, &key, &len, &val)) {
+			while (hmap_next_h(ov, &pos, &key, &len, &val, &h)) {
 				const rocks_ov *o = val;
 
 				if (!rocks_val_changed(&o->val))
@@ -429,10 +432,10 @@ void rocks_journal_commit(rocks *r)
 				 * the store only: drop the old one. Only a
 				 * value loaded from it can be in it. */
 				if (o->cached)
-					hmap_del(cache, key, len);
+					hmap_del_h(cache, key, len, h);
 				if (o->home != NULL)
 					val_set(o->home, &o->val);
-				else if (tabs_put(r->dirty[t], key, len,
+				else if (tabs_put(r->dirty[t], key, len, h,
 				                  &o->val))
 					rc = TALLY_EIO;
 			}
@@ -797,7 +800,8 @@ static int replay_one(rocks *r, const uint8_t *p, size_t n)
 			p += used;
 			n -= used;
 		}
-		if (tabs_put(r->dirty[(tag & JT_TOTALS) != 0], key, klen, &v))
+		if (tabs_put(r->dirty[(tag & JT_TOTALS) != 0], key, klen,
+		             hash_bytes(key, klen), &v))
 			return TALLY_ENOMEM;
 	}
 	return TALLY_OK;

@@ -156,7 +156,8 @@ static int get_val(rocks *r, int cf, const uint8_t *key, size_t len,
 	int rc;
 
 	rocks_dirty_rdlock(r);
-	if (rocks_dirty_find(r, cf, key, len, &d)) {
+	if (len <= HMAP_KEY_MAX &&
+	    rocks_dirty_find(r, cf, key, len, hash_bytes(key, len), &d)) {
 		*out = d.v;
 		rc = d.exists ? TALLY_OK : TALLY_ENOTFOUND;
 	} else {
@@ -201,20 +202,26 @@ static int multi_chunk(rocks *r, int cf, const uint8_t *const *keys,
 	const rocksdb_column_family_handle_t *cfs[MULTI_CHUNK];
 	char *vals[MULTI_CHUNK], *errs[MULTI_CHUNK];
 	size_t idx[MULTI_CHUNK], m = 0;
+	uint64_t h[MULTI_CHUNK];
 	int rc = TALLY_OK;
 
 	assert(n <= MULTI_CHUNK);
+	for (size_t i = 0; i < n; i++) /* no map holds a longer key */
+		h[i] = lens[i] <= HMAP_KEY_MAX ? hash_bytes(keys[i], lens[i])
+		                               : 0;
 	rocks_dirty_rdlock(r);
 	/* Each lookup below is a cache miss or two in each of the dirty
 	 * tables, taken one after another: start them all first (slots,
 	 * then the entries they point to), as the committer does. */
 	for (int deep = 0; deep < 2; deep++)
 		for (size_t i = 0; i < n; i++)
-			rocks_dirty_prefetch(r, cf, keys[i], lens[i], deep);
+			rocks_dirty_prefetch(r, cf, keys[i], lens[i], h[i],
+			                     deep);
 	for (size_t i = 0; i < n; i++) {
 		rocks_val d;
 
-		if (rocks_dirty_find(r, cf, keys[i], lens[i], &d)) {
+		if (lens[i] <= HMAP_KEY_MAX &&
+		    rocks_dirty_find(r, cf, keys[i], lens[i], h[i], &d)) {
 			out[i] = d.exists ? d.v : 0;
 			if (found != NULL)
 				found[i] = d.exists;
@@ -305,7 +312,7 @@ int rocks_has(store *s, const key_obj *o, uint64_t member, int64_t *at_ms)
 	/* Held across the column family's read: a checkpoint cannot move
 	 * the membership from memory to the table in between. */
 	rocks_dirty_rdlock(r);
-	if (rocks_events_member(r, key, &m)) {
+	if (rocks_events_member(r, key, hash_bytes(key, sizeof key), &m)) {
 		rc = m.in ? TALLY_OK : TALLY_ENOTFOUND;
 		at = m.at_ms;
 	} else {

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdalign.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1135,6 +1136,67 @@ static void test_hmap_put_get_del(void **state)
 	hmap_free(NULL);
 }
 
+/* The _h forms, given a key's hash_bytes(), find what the plain forms
+ * put, and the reverse, across maps; iteration gives each entry's hash. */
+static void test_hmap_hashed_forms(void **state)
+{
+	hmap *a = map_new(state, sizeof(int64_t));
+	hmap *b = hmap_create(sizeof(int64_t));
+	char key[32];
+	int ins;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	for (int i = 0; i < 1000; i++) {
+		int n = snprintf(key, sizeof key, "key:%d", i);
+		uint64_t h = hash_bytes(key, (size_t)n);
+		int64_t *v = i % 2 ? hmap_put_h(a, key, (size_t)n, h, &ins)
+		                   : hmap_put(a, key, (size_t)n, &ins);
+
+		assert_non_null(v);
+		assert_int_equal(ins, 1);
+		*v = i;
+		assert_non_null(hmap_put_h(b, key, (size_t)n, h, NULL));
+		hmap_prefetch_h(a, key, (size_t)n, h, 0);
+		hmap_prefetch_h(a, key, (size_t)n, h, 1);
+	}
+	for (int i = 0; i < 1000; i++) {
+		int n = snprintf(key, sizeof key, "key:%d", i);
+		uint64_t h = hash_bytes(key, (size_t)n);
+		int64_t *v = hmap_get_h(a, key, (size_t)n, h);
+
+		assert_non_null(v);
+		assert_int_equal(*v, i);
+		assert_ptr_equal(v, hmap_get(a, key, (size_t)n));
+		assert_non_null(hmap_get_h(b, key, (size_t)n, h));
+	}
+	size_t pos = 0, len, seen = 0;
+	const void *k;
+	void *val;
+	uint64_t h;
+
+	while (hmap_next_h(a, &pos, &k, &len, &val, &h)) {
+		assert_true(h == hash_bytes(k, len));
+		seen++;
+	}
+	assert_int_equal(seen, 1000);
+	for (int i = 0; i < 1000; i += 2) {
+		int n = snprintf(key, sizeof key, "key:%d", i);
+
+		assert_int_equal(hmap_del_h(a, key, (size_t)n,
+		                            hash_bytes(key, (size_t)n)), 1);
+		assert_null(hmap_get(a, key, (size_t)n));
+	}
+	assert_int_equal(hmap_count(a), 500);
+	/* A key past the bound is in no map, whatever hash comes with it. */
+	static char big[HMAP_KEY_MAX + 1];
+	assert_null(hmap_put_h(a, big, sizeof big, 0, &ins));
+	assert_null(hmap_get_h(a, big, sizeof big, 0));
+	assert_int_equal(hmap_del_h(a, big, sizeof big, 0), 0);
+	hmap_free(a);
+	hmap_free(b);
+}
+
 static void test_hmap_value_sizes_and_alignment(void **state)
 {
 	const size_t sizes[] = { 1, 3, 8, 17, 256 };
@@ -1643,6 +1705,8 @@ int main(void)
 		cmocka_unit_test(test_hash_bytes_is_xxh3),
 		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_hashed_forms, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_hashed_forms, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_clear, &mk_plain),
