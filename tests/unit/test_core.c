@@ -934,6 +934,15 @@ static void test_name_valid(void **state)
 	assert_false(name_valid("tab\t", 4));
 	/* Only len bytes are read: a bad byte beyond them does not matter. */
 	assert_true(name_valid("ok bad", 2));
+	/* Every byte value, against the rule written out. */
+	for (int c = 0; c < 256; c++) {
+		char b = (char)c;
+		int want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		           (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		           c == ':' || c == '-';
+
+		assert_int_equal(name_valid(&b, 1), want);
+	}
 }
 
 /* ---- record -------------------------------------------------------------- */
