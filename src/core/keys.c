@@ -572,21 +572,12 @@ int val_i64_decode(const uint8_t *buf, size_t len, int64_t *v)
 
 /* ---- names --------------------------------------------------------------- */
 
-/* [A-Za-z0-9_.:-], ASCII only (isalnum() would depend on the locale),
- * as a bit per byte value below 128: every write checks two names, and
- * seven comparisons a byte were 1% of a like's instructions. */
-static const uint64_t name_chars[2] = {
-	/* '-' '.', '0'..'9' ':' */
-	(UINT64_C(1) << '-') | (UINT64_C(1) << '.') |
-	(UINT64_C(0x7ff) << '0'),
-	/* 'A'..'Z', '_', 'a'..'z' (bit = byte - 64) */
-	(UINT64_C(0x3ffffff) << ('A' - 64)) | (UINT64_C(1) << ('_' - 64)) |
-	(UINT64_C(0x3ffffff) << ('a' - 64)),
-};
-
+/* ASCII only, by range: isalnum() would depend on the locale. */
 static int name_char_valid(unsigned char c)
 {
-	return c < 128 && (name_chars[c >> 6] >> (c & 63) & 1);
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+	       c == '-';
 }
 
 int name_valid(const char *name, size_t len)
