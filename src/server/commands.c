@@ -36,8 +36,17 @@ typedef struct cmd_def {
 	cmd_fn *fn;
 } cmd_def;
 
-/* A table entry, its name's length counted by the compiler. */
-#define CMD(name, arity, flags, fn) { name, sizeof name - 1, arity, flags, fn }
+/* Longest name a command can have (tally.history's is 13): a longer one
+ * is unknown without a look at the index. Two 8-byte words hold it. */
+#define CMD_NAME_MAX 16
+
+/* A table entry, its name's length counted by the compiler, which also
+ * refuses a name longer than CMD_NAME_MAX (an array of size -1). */
+#define CMD(name, arity, flags, fn)                                         \
+	{ name,                                                              \
+	  sizeof name - 1 +                                                  \
+	          0 * sizeof(char[sizeof name - 1 <= CMD_NAME_MAX ? 1 : -1]), \
+	  arity, flags, fn }
 
 /* ---- argument parsing ---------------------------------------------------- */
 
@@ -1274,10 +1283,6 @@ const char *cmd_name(size_t i)
 {
 	return i < table_n ? table[i].name : NULL;
 }
-
-/* Longest name a command can have (tally.history's is 13): a longer one
- * is unknown without a look at the index. Two 8-byte words hold it. */
-#define CMD_NAME_MAX 16
 
 _Static_assert(CMD_TABLE_MAX < CMD_INDEX_SLOTS && CMD_TABLE_MAX < 255,
                "the index has an empty slot, and a byte holds entry + 1");

@@ -1664,7 +1664,10 @@ static void on_tick(uv_timer_t *tm)
 				    !c->cl.close_after) {
 					http_timed_out(c);
 				} else {
-					stat_add(&w->st->idle_closes_total, 1);
+					/* One answered 408 is counted. */
+					if (!c->cl.close_after)
+						stat_add(&w->st->idle_closes_total,
+						         1);
 					conn_close(c);
 				}
 			} else if (c->http) {

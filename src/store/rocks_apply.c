@@ -36,12 +36,13 @@ static int64_t wrap_add(int64_t a, int64_t b)
  * event, the membership's. The same key was hashed a dozen times over,
  * some 5% of an INCR's instructions. */
 typedef struct opkey {
-	const uint8_t *key;
+	const uint8_t *key;            /* NULL: the op reads no value */
 	size_t len;
 	uint64_t h;                    /* hash_bytes(key, len) */
-	uint64_t mh;                   /* hash_bytes(mkey, KEY_MEMBER_LEN) */
-	uint8_t okey[KEY_OBJ_LEN];
+	uint8_t okey[KEY_OBJ_LEN];     /* events: key points here */
+	/* Unique events only: */
 	uint8_t mkey[KEY_MEMBER_LEN];
+	uint64_t mh;                   /* hash_bytes(mkey, KEY_MEMBER_LEN) */
 } opkey;
 
 /* Fill o, a batch's new entry for a value of cf, from the committer's
@@ -558,9 +559,10 @@ static void preload_sort(preload *p)
 }
 
 /* Read p's keys from cf in one batched RocksDB read and hand each result
- * to fill(r, key, len, slot, value, vlen): value NULL for a key not
- * there. A key whose read failed is handed to gone(r, key, len) instead,
- * which drops its slot: the op's own lookup reads it again, and reports. */
+ * to fill(slot, value, vlen): value NULL for a key not there; nonzero
+ * back when the value does not decode. Such a key, and one whose read
+ * failed, goes to gone(r, key, len) instead, which drops its slot: the
+ * op's own lookup reads it again, and reports. */
 static void preload_read(rocks *r, int cf, preload *p,
                          int (*fill)(void *slot, const char *v, size_t vlen),
                          void (*gone)(rocks *r, const char *key, size_t len))

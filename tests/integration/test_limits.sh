@@ -137,9 +137,11 @@ banner_try() {
 		sleep 0.1
 	done
 	line=$(grep -o 'connect: redis-cli.*' "$log" | sed 's/^connect: //') || true
+	[ -n "$line" ] || line="false (no banner; log: $(head -c 300 "$log"))"
 	assert_eq "$desc: redis-cli as the banner says answers" "PONG" \
 		"$(timeout 10 $line ping 2>&1)"
 	line=$(grep -o 'try: *curl .*' "$log" | sed 's/^try: *//') || true
+	[ -n "$line" ] || line="false"
 	assert_match "$desc: curl as the banner says answers" '"status": *"ok"' \
 		"$(timeout 10 $line -s 2>&1)"
 	kill -TERM "$pid" 2>/dev/null || true
