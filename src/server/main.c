@@ -95,6 +95,13 @@ static int data_dir_check(const char *dir)
 		fprintf(stderr, "tallyd: --data %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
+	/* The open would create the folder, and fail, at the link's own
+	 * name. */
+	if (lstat(dir, &st) == 0) {
+		fprintf(stderr, "tallyd: --data %s is a symbolic link to "
+		        "nothing\n", dir);
+		return -1;
+	}
 	if (n >= sizeof parent) {
 		fprintf(stderr, "tallyd: --data is longer than %zu bytes\n",
 		        sizeof parent - 1);

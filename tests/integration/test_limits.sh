@@ -119,6 +119,9 @@ refused "a --data whose parent is missing is refused, and names the parent" \
 	"tallyd: --data $TMP/no/such/dir: its parent folder $TMP/no/such is not there (tallyd creates the data folder, not its parents)" \
 	--data "$TMP/no/such/dir"
 assert_ok "... and nothing of it was created" test ! -e "$TMP/no"
+ln -s "$TMP/gone" "$TMP/dangling"
+refused "a --data that is a symbolic link to nothing is refused, and said to be one" \
+	"tallyd: --data $TMP/dangling is a symbolic link to nothing" --data "$TMP/dangling"
 
 section "the banner's connect hints work as printed"
 # banner_try DESC BIND: start tallyd on BIND (not through start_tallyd,
