@@ -173,8 +173,16 @@ static int check_count(const cli_cmd *c, const cli_args *a)
 
 	if (a->npos >= c->pos_min && a->npos <= c->pos_max)
 		return CLI_OK;
-	snprintf(msg, sizeof msg, "wrong number of arguments for '%s' "
-	         "(%d given)", c->name, a->npos);
+	/* The bounds too: "1003 given" alone does not say that mcount
+	 * takes at most 1000 contents. */
+	if (c->pos_min == c->pos_max)
+		snprintf(msg, sizeof msg, "wrong number of arguments for '%s' "
+		         "(%d given; it takes %d)", c->name, a->npos,
+		         c->pos_min);
+	else
+		snprintf(msg, sizeof msg, "wrong number of arguments for '%s' "
+		         "(%d given; it takes %d to %d)", c->name, a->npos,
+		         c->pos_min, c->pos_max);
 	return cli_usage_error(c, msg);
 }
 

@@ -100,6 +100,11 @@ assert_eq "1000 rows and a header" 1001 "$(printf '%s\n' "$OUT" | wc -l)"
 # shellcheck disable=SC2046
 tc mcount article like $(seq 1 1001)
 assert_eq "mcount of 1001 contents is a usage error (2)" 2 "$RC"
+assert_contains "... whose message gives the bounds" "$ERR" \
+	"wrong number of arguments for 'mcount' (1003 given; it takes 3 to 1002)"
+tc has article like 42
+assert_contains "a count short of an exact one gives it" "$ERR" \
+	"wrong number of arguments for 'has' (3 given; it takes 4)"
 tc counts article 42
 assert_match "counts lists like" $'(^|\n)like +1($|\n)' "$OUT"
 assert_match "counts lists view" $'(^|\n)view +10($|\n)' "$OUT"
