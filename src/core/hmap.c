@@ -390,19 +390,11 @@ void *hmap_get(const hmap *m, const void *key, size_t len)
 
 void hmap_prefetch(const hmap *m, const void *key, size_t len, int deep)
 {
-	if (len <= HMAP_KEY_MAX)
-		hmap_prefetch_h(m, key, len, hash_bytes(key, len), deep);
-}
-
-void hmap_prefetch_h(const hmap *m, const void *key, size_t len,
-                     uint64_t hash, int deep)
-{
 	assert(m != NULL);
 	assert(key != NULL || len == 0);
 	if (len > HMAP_KEY_MAX)
 		return;
-	assert(hash == hash_bytes(key, len));
-	(void)key; /* only the hash is needed, and checked */
+	uint64_t hash = hash_bytes(key, len);
 	size_t mask = m->cap - 1;
 	size_t i = (size_t)hash & mask;
 

@@ -65,13 +65,14 @@ uint64_t hash_bytes(const void *p, size_t len);
 /* The same as the forms above, for a key whose hash_bytes() the caller
  * has already (hash must be it: debug builds check): a key looked up in
  * several maps, or several times, is hashed once. hmap_next_h also gives
- * each entry's hash. */
+ * each entry's hash. hmap_prefetch has no such form, on purpose: hashing
+ * there spaces a batch's prefetches, and without it the misses came
+ * back in the lookups (docs/PERFORMANCE.md, "Instructions per command:
+ * lookups trimmed"). */
 void *hmap_get_h(const hmap *m, const void *key, size_t len, uint64_t hash);
 void *hmap_put_h(hmap *m, const void *key, size_t len, uint64_t hash,
                  int *inserted);
 int hmap_del_h(hmap *m, const void *key, size_t len, uint64_t hash);
-void hmap_prefetch_h(const hmap *m, const void *key, size_t len,
-                     uint64_t hash, int deep);
 int hmap_next_h(const hmap *m, size_t *pos, const void **key, size_t *len,
                 void **value, uint64_t *hash);
 

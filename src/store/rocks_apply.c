@@ -450,11 +450,10 @@ static void ops_prefetch(rocks *r, const store_op *ops, const opkey *keys,
 				continue;
 			rocks_dirty_prefetch(r, op->kind == STORE_OP_EVENT ?
 			                     CF_TOTALS : CF_NAMED, k->key,
-			                     k->len, k->h, deep);
+			                     k->len, deep);
 			if (op->kind == STORE_OP_EVENT &&
 			    op->mode == TALLY_MODE_UNIQUE)
-				rocks_events_member_prefetch(r, k->mkey, k->mh,
-				                             deep);
+				rocks_events_member_prefetch(r, k->mkey, deep);
 		}
 	}
 }

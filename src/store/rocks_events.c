@@ -131,15 +131,14 @@ void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep)
 	}
 }
 
-void rocks_events_member_prefetch(rocks *r, const uint8_t *key, uint64_t h,
-                                  int deep)
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep)
 {
 	if (r->ev_dirty != NULL)
-		hmap_prefetch_h(r->ev_dirty->members, key, KEY_MEMBER_LEN, h,
-		                deep);
+		hmap_prefetch(r->ev_dirty->members, key, KEY_MEMBER_LEN,
+		              deep);
 	if (r->ev_frozen != NULL)
-		hmap_prefetch_h(r->ev_frozen->members, key, KEY_MEMBER_LEN, h,
-		                deep);
+		hmap_prefetch(r->ev_frozen->members, key, KEY_MEMBER_LEN,
+		              deep);
 }
 
 int rocks_events_member(rocks *r, const uint8_t *key, uint64_t h,

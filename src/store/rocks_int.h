@@ -403,10 +403,11 @@ int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
 int rocks_dirty_load(rocks *r, int cf, const void *key, size_t len,
                      uint64_t h, rocks_val *out, rocks_val **home);
 /* Prefetch hint for a coming rocks_dirty_find of key (hmap_prefetch's
- * deep); committer only. h is hash_bytes(key, len), here and below:
- * a key's hash is computed once for all of its lookups. */
+ * deep); committer only. h, here and below, is hash_bytes(key, len): a
+ * key's hash is computed once for all of its lookups (not its
+ * prefetches, which are spaced by hashing: hmap.h). */
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
-                          uint64_t h, int deep);
+                          int deep);
 void rocks_dirty_rdlock(rocks *r);
 void rocks_dirty_unlock(rocks *r);
 
@@ -426,8 +427,7 @@ int rocks_events_member(rocks *r, const uint8_t *key, uint64_t h,
                         rocks_mem *out);
 /* Prefetch hints, committer only (hmap_prefetch's deep): for a coming
  * rocks_events_member of key, and for a coming rocks_evgen_add of ev. */
-void rocks_events_member_prefetch(rocks *r, const uint8_t *key, uint64_t h,
-                                  int deep);
+void rocks_events_member_prefetch(rocks *r, const uint8_t *key, int deep);
 void rocks_evgen_prefetch(const rocks_evgen *g, const rocks_ev *ev, int deep);
 /* Call fn on the events in memory of an object (hist 0, prefix an object
  * key) or of a member's history of one type (hist 1, prefix a history

@@ -231,14 +231,14 @@ int rocks_dirty_find(rocks *r, int cf, const void *key, size_t len,
 }
 
 void rocks_dirty_prefetch(rocks *r, int cf, const void *key, size_t len,
-                          uint64_t h, int deep)
+                          int deep)
 {
 	int t = tab_of(cf);
 
-	hmap_prefetch_h(r->dirty[t], key, len, h, deep);
+	hmap_prefetch(r->dirty[t], key, len, deep);
 	if (r->frozen[t] != NULL)
-		hmap_prefetch_h(r->frozen[t], key, len, h, deep);
-	hmap_prefetch_h(r->clean[t], key, len, h, deep);
+		hmap_prefetch(r->frozen[t], key, len, deep);
+	hmap_prefetch(r->clean[t], key, len, deep);
 }
 
 void rocks_dirty_rdlock(rocks *r)

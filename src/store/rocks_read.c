@@ -215,8 +215,7 @@ static int multi_chunk(rocks *r, int cf, const uint8_t *const *keys,
 	 * then the entries they point to), as the committer does. */
 	for (int deep = 0; deep < 2; deep++)
 		for (size_t i = 0; i < n; i++)
-			rocks_dirty_prefetch(r, cf, keys[i], lens[i], h[i],
-			                     deep);
+			rocks_dirty_prefetch(r, cf, keys[i], lens[i], deep);
 	for (size_t i = 0; i < n; i++) {
 		rocks_val d;
 

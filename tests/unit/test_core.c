@@ -1166,8 +1166,6 @@ static void test_hmap_hashed_forms(void **state)
 		assert_int_equal(ins, 1);
 		*v = i;
 		assert_non_null(hmap_put_h(b, key, (size_t)n, h, NULL));
-		hmap_prefetch_h(a, key, (size_t)n, h, 0);
-		hmap_prefetch_h(a, key, (size_t)n, h, 1);
 	}
 	for (int i = 0; i < 1000; i++) {
 		int n = snprintf(key, sizeof key, "key:%d", i);
