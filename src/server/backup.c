@@ -26,9 +26,7 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 	return -1;
 }
 
-/* The last component of path, and its parent folder copied into parent
- * ("." for a bare name, "/" for a name at the root). */
-static const char *split(const char *path, char *parent, size_t cap)
+const char *srv_path_split(const char *path, char *parent, size_t cap)
 {
 	const char *slash = strrchr(path, '/');
 	size_t n;
@@ -85,7 +83,7 @@ int backup_target(const srv_config *cfg, const char *arg, size_t len,
 		len--;          /* "dir/" names the folder "dir" */
 	memcpy(out, arg, len);
 	out[len] = '\0';
-	name = split(out, parent, sizeof parent);
+	name = srv_path_split(out, parent, sizeof parent);
 	if (name[0] == '\0' || !strcmp(name, ".") || !strcmp(name, ".."))
 		return fail(err, ecap, "ERR backup path '%.200s' names no new "
 		            "folder", out);
@@ -100,7 +98,7 @@ int backup_target(const srv_config *cfg, const char *arg, size_t len,
 		            ecap) != 0)
 			return -1;
 		memcpy(out, confined, strlen(confined) + 1);
-		name = split(out, parent, sizeof parent);
+		name = srv_path_split(out, parent, sizeof parent);
 	}
 	if (lstat(out, &st) == 0)
 		return fail(err, ecap, "ERR backup folder '%.200s' already exists: "

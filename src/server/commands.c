@@ -1359,11 +1359,16 @@ static const cmd_def *lookup(const srv *s, const char *name, size_t len)
 	return NULL;
 }
 
-int cmd_is_write(const srv *s, const char *name, size_t len)
+int cmd_find(const srv *s, const char *name, size_t len)
 {
 	const cmd_def *d = lookup(s, name, len);
 
-	return d != NULL && (d->flags & CMD_WRITE);
+	return d != NULL ? (int)(d - table) : -1;
+}
+
+int cmd_writes(int i)
+{
+	return i >= 0 && (table[i].flags & CMD_WRITE);
 }
 
 /* Every argument of a CMD_TEXT command is free of NUL bytes, except an
@@ -1407,12 +1412,12 @@ static void reply_unknown(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	             "beginning with: %s", argv[0], args);
 }
 
-void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+void cmd_run(cmd_ctx *c, int i, size_t argc, char **argv, size_t *lens)
 {
-	const cmd_def *d;
+	const cmd_def *d = i >= 0 ? &table[i] : NULL;
 
 	assert(argc >= 1);
-	d = lookup(c->s, argv[0], lens[0]);
+	assert(i < (int)table_n && i == cmd_find(c->s, argv[0], lens[0]));
 	if (d == NULL) {
 		reply_unknown(c, argc, argv, lens);
 		return;
@@ -1433,4 +1438,10 @@ void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
 	if ((d->flags & CMD_TEXT) && !text_args_ok(d, c, argc, argv, lens))
 		return;
 	d->fn(c, argc, argv, lens);
+}
+
+void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens)
+{
+	assert(argc >= 1);
+	cmd_run(c, cmd_find(c->s, argv[0], lens[0]), argc, argv, lens);
 }

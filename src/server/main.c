@@ -81,7 +81,7 @@ static void banner(const srv *s)
  * printed. */
 static int data_dir_check(const char *dir)
 {
-	char parent[PATH_MAX];
+	char path[PATH_MAX], parent[PATH_MAX];
 	struct stat st;
 	size_t n = strlen(dir);
 
@@ -107,14 +107,10 @@ static int data_dir_check(const char *dir)
 		        sizeof parent - 1);
 		return -1;
 	}
-	memcpy(parent, dir, n + 1);
-	while (n > 1 && parent[n - 1] == '/') /* "a/b/" is a/b */
-		parent[--n] = '\0';
-	while (n > 0 && parent[n - 1] != '/')
-		n--;
-	if (n == 0)
-		return 0; /* a name in the working folder */
-	parent[n > 1 ? n - 1 : 1] = '\0';
+	memcpy(path, dir, n + 1);
+	while (n > 1 && path[n - 1] == '/') /* "a/b/" is a/b */
+		path[--n] = '\0';
+	(void)srv_path_split(path, parent, sizeof parent);
 	if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "tallyd: --data %s: its parent folder %s is not "
 		        "there (tallyd creates the data folder, not its "

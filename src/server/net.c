@@ -818,7 +818,8 @@ static void on_more(uv_idle_t *h)
 		uv_idle_stop(h);
 }
 
-static void resp_dispatch(conn *c, resp_cmd *cmd)
+/* Run cmd, whose command table entry is ci (cmd_find()). */
+static void resp_dispatch(conn *c, resp_cmd *cmd, int ci)
 {
 	worker *w = c->w;
 	int queued = c->head != NULL;
@@ -832,7 +833,7 @@ static void resp_dispatch(conn *c, resp_cmd *cmd)
 	w->scratch.proto = c->cl.proto;
 	start = ctx.out->len;
 	stat_add(&w->st->commands_total, 1);
-	cmd_dispatch(&ctx, cmd->argc, cmd->argv, cmd->lens);
+	cmd_run(&ctx, ci, cmd->argc, cmd->argv, cmd->lens);
 	c->out.proto = c->cl.proto;
 	/* An error answered now (a write's own comes later, in its slot):
 	 * the reply starts where the output stood before the command. */
@@ -900,7 +901,7 @@ static void resp_process(conn *c)
 	c->drained = 0;
 	while (!c->closed && !c->cl.close_after && !conn_over_output(c)) {
 		resp_cmd cmd;
-		int rc;
+		int rc, ci;
 
 		if (c->offloaded)
 			break;
@@ -908,7 +909,9 @@ static void resp_process(conn *c)
 			if (c->owed > 0)
 				break;
 			c->has_deferred = 0;
-			resp_dispatch(c, &c->deferred);
+			resp_dispatch(c, &c->deferred,
+			              cmd_find(c->w->s, c->deferred.argv[0],
+			                       c->deferred.lens[0]));
 			continue;
 		}
 		if (c->nslots >= max_pending)
@@ -929,13 +932,13 @@ static void resp_process(conn *c)
 			protocol_error(c, rc);
 			break;
 		}
-		if (c->owed > 0 && !cmd_is_write(c->w->s, cmd.argv[0],
-		                               cmd.lens[0])) {
+		ci = cmd_find(c->w->s, cmd.argv[0], cmd.lens[0]);
+		if (c->owed > 0 && !cmd_writes(ci)) {
 			c->deferred = cmd;
 			c->has_deferred = 1;
 			break;
 		}
-		resp_dispatch(c, &cmd);
+		resp_dispatch(c, &cmd, ci);
 	}
 	/* Every command read is done with (none waits, none runs on a pool
 	 * thread): a big one's buffers can go. */

@@ -153,10 +153,15 @@ typedef struct cmd_ctx {
 
 /* Run one command (argv[0] is its name). */
 void cmd_dispatch(cmd_ctx *c, size_t argc, char **argv, size_t *lens);
+/* The command table entry of a name, -1 for none: found once, then
+ * asked cmd_writes() and run by cmd_run() (which answers -1 as an
+ * unknown command). */
+int cmd_find(const srv *s, const char *name, size_t len);
+/* Whether entry i queues writes (reads wait for a client's writes). */
+int cmd_writes(int i);
+void cmd_run(cmd_ctx *c, int i, size_t argc, char **argv, size_t *lens);
 /* The reply text of an engine error for a write, e.g. overflow. */
 void cmd_reply_tally_error(rbuf *out, int err);
-/* Whether a command queues writes (reads wait for a client's writes). */
-int cmd_is_write(const srv *s, const char *name, size_t len);
 /* Fill s->cmd_index from the command table: before any command runs. */
 void cmd_index_build(srv *s);
 /* Name of command table entry i, or NULL past the end. */
@@ -203,6 +208,10 @@ char *metrics_text(void *s, size_t *len);      /* Prometheus, malloc'd */
  * unknown section adds nothing, as in Redis. NULL when out of memory. */
 char *info_text(srv *s, size_t n, char *const *sections, size_t *len);
 
+/* backup.c: the last component of path, and its parent folder copied into
+ * parent, of cap bytes, more than path's length ("." for a bare name, "/"
+ * for a name at the root). */
+const char *srv_path_split(const char *path, char *parent, size_t cap);
 /* backup.c: check TALLY.BACKUP's path arg (len bytes) and write the path
  * to create into out (cap > SRV_BACKUP_PATH_MAX): inside cfg->backup_dir
  * when that is set. 0, or -1 with the error reply's text in err. */

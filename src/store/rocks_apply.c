@@ -495,9 +495,11 @@ static void ops_keys(const store_op *ops, opkey *keys, size_t n)
 	}
 }
 
-/* Keys of one batched RocksDB read, each with the batch's entry its
- * value goes to. */
+/* Keys of one batched RocksDB read of cf, each with the entry of the
+ * batch's overlay ov its value goes to. */
 typedef struct preload {
+	int cf;
+	hmap *ov;
 	const char *kp[ROCKS_BLOCK];
 	size_t ks[ROCKS_BLOCK];
 	void *slot[ROCKS_BLOCK];
@@ -557,14 +559,13 @@ static void preload_sort(preload *p)
 #endif
 }
 
-/* Read p's keys from cf in one batched RocksDB read and hand each result
- * to fill(slot, value, vlen): value NULL for a key not there; nonzero
- * back when the value does not decode. Such a key, and one whose read
- * failed, goes to gone(r, key, len) instead, which drops its slot: the
- * op's own lookup reads it again, and reports. */
-static void preload_read(rocks *r, int cf, preload *p,
-                         int (*fill)(void *slot, const char *v, size_t vlen),
-                         void (*gone)(rocks *r, const char *key, size_t len))
+/* Read p's keys in one batched RocksDB read and hand each result to
+ * fill(slot, value, vlen): value NULL for a key not there; nonzero back
+ * when the value does not decode. Such a key, and one whose read failed,
+ * loses its overlay entry instead: the op's own lookup reads it again,
+ * and reports. */
+static void preload_read(rocks *r, preload *p,
+                         int (*fill)(void *slot, const char *v, size_t vlen))
 {
 	rocksdb_pinnableslice_t *vals[ROCKS_BLOCK];
 	char *errs[ROCKS_BLOCK];
@@ -572,7 +573,7 @@ static void preload_read(rocks *r, int cf, preload *p,
 	if (p->n == 0)
 		return;
 	preload_sort(p);
-	rocksdb_batched_multi_get_cf(r->db, r->ro, r->cf[cf], p->n, p->kp,
+	rocksdb_batched_multi_get_cf(r->db, r->ro, r->cf[p->cf], p->n, p->kp,
 	                             p->ks, vals, errs, 1);
 	for (size_t i = 0; i < p->n; i++) {
 		size_t vlen = 0;
@@ -581,7 +582,7 @@ static void preload_read(rocks *r, int cf, preload *p,
 		                        : NULL;
 
 		if (errs[i] != NULL || fill(p->slot[i], v, vlen))
-			gone(r, p->kp[i], p->ks[i]);
+			hmap_del(p->ov, p->kp[i], p->ks[i]);
 		rocksdb_free(errs[i]);
 		rocksdb_pinnableslice_destroy(vals[i]);
 	}
@@ -597,11 +598,6 @@ static int member_fill(void *slot, const char *v, size_t vlen)
 	       val_i64_decode((const uint8_t *)v, vlen, &m->at_ms);
 }
 
-static void member_gone(rocks *r, const char *key, size_t len)
-{
-	hmap_del(r->ov_members, key, len);
-}
-
 /* Load, in one batched RocksDB read, the memberships a block of ops will
  * look up that neither this batch nor the events in memory hold: one Get
  * each was a sixth of the committer's CPU under random likes (most
@@ -611,10 +607,9 @@ static void member_gone(rocks *r, const char *key, size_t len)
 static void members_preload(rocks *r, const store_op *ops,
                             const opkey *keys, size_t n)
 {
-	preload p;
+	preload p = { .cf = CF_MEMBERS, .ov = r->ov_members };
 
 	assert(n <= ROCKS_BLOCK);
-	p.n = 0;
 	for (size_t i = 0; i < n; i++) {
 		const store_op *op = &ops[i];
 		const opkey *k = &keys[i];
@@ -631,7 +626,7 @@ static void members_preload(rocks *r, const store_op *ops,
 		if (!rocks_events_member(r, k->mkey, k->mh, m))
 			preload_add(&p, k->mkey, KEY_MEMBER_LEN, m);
 	}
-	preload_read(r, CF_MEMBERS, &p, member_fill, member_gone);
+	preload_read(r, &p, member_fill);
 }
 
 static int val_fill(void *slot, const char *v, size_t vlen)
@@ -644,16 +639,6 @@ static int val_fill(void *slot, const char *v, size_t vlen)
 	       val_i64_decode((const uint8_t *)v, vlen, &o->val.v);
 }
 
-static void named_gone(rocks *r, const char *key, size_t len)
-{
-	hmap_del(r->ov_named, key, len);
-}
-
-static void totals_gone(rocks *r, const char *key, size_t len)
-{
-	hmap_del(r->ov_totals, key, len);
-}
-
 /* As members_preload(), for the counters and object totals a block of ops
  * changes that neither the cache nor the tables in memory hold: one Get
  * each was some 2,000 instructions, 30% of all under INCRs of random keys
@@ -663,28 +648,26 @@ static void totals_gone(rocks *r, const char *key, size_t len)
 static void values_preload(rocks *r, const store_op *ops,
                            const opkey *keys, size_t n)
 {
-	preload named, totals;
+	preload pl[2] = { { .cf = CF_NAMED, .ov = r->ov_named },
+	                  { .cf = CF_TOTALS, .ov = r->ov_totals } };
 
 	assert(n <= ROCKS_BLOCK);
-	named.n = totals.n = 0;
 	for (size_t i = 0; i < n; i++) {
 		const opkey *k = &keys[i];
-		int named_op = ops[i].kind != STORE_OP_EVENT;
+		preload *p = &pl[ops[i].kind == STORE_OP_EVENT];
 		int inserted;
 		rocks_ov *o;
 
 		if (k->key == NULL)
 			continue;
-		o = hmap_put_h(named_op ? r->ov_named : r->ov_totals, k->key,
-		               k->len, k->h, &inserted);
+		o = hmap_put_h(p->ov, k->key, k->len, k->h, &inserted);
 		if (o == NULL || !inserted)
 			continue; /* val_slot() reports the memory */
-		if (!val_from_memory(r, named_op ? CF_NAMED : CF_TOTALS, k, o))
-			preload_add(named_op ? &named : &totals, k->key, k->len,
-			            o);
+		if (!val_from_memory(r, p->cf, k, o))
+			preload_add(p, k->key, k->len, o);
 	}
-	preload_read(r, CF_NAMED, &named, val_fill, named_gone);
-	preload_read(r, CF_TOTALS, &totals, val_fill, totals_gone);
+	preload_read(r, &pl[0], val_fill);
+	preload_read(r, &pl[1], val_fill);
 }
 
 int rocks_failed(rocks *r)
