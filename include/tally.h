@@ -731,11 +731,13 @@ typedef struct tally_event_rec {
 typedef int (*tally_event_fn)(void *arg, const tally_event_rec *ev);
 
 /**
- * Visit every stored event, each object's events oldest first (so
- * replaying them in order rebuilds the object). Events already in the
- * tables come object by object; those written since the last checkpoint
- * follow them, in commit order, so objects interleave there: a visitor
- * must not take a change of object to mean the one before is complete.
+ * Visit every stored event, object by object, each object's events
+ * together and oldest first (so replaying them in order rebuilds the
+ * object), those written since the last checkpoint included. Objects come
+ * grouped by content type, then counting type (highest internal id
+ * first), then content id, highest first; a change of object means the
+ * one before is complete. The events since the last checkpoint (what
+ * checkpoint_kib bounds) are copied and sorted first, in memory.
  * Reads a consistent snapshot; writes may go on meanwhile. It salvages:
  * an event whose stored time was damaged (outside 1..TALLY_AT_MS_MAX)
  * is handed on as stored, for the visitor to skip, and one whose seq

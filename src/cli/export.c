@@ -113,8 +113,8 @@ static int export_encode(export_run *x, const tally_event_rec *ev,
 }
 
 /* The content type's entry, added if new; NULL when out of memory. The
- * scan gives most of a content type's events together (those since the
- * last checkpoint, if any, interleave): the last one is looked at first. */
+ * scan gives a content type's events together: the last one is looked at
+ * first. */
 static export_ctype *ctype_of(export_run *x, const char *name)
 {
 	size_t *idx;

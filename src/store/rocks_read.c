@@ -626,11 +626,65 @@ int rocks_history(store *s, uint64_t member, uint16_t ktype, size_t limit,
 	return scan_close(&sc, rc);
 }
 
+/* The walk's order of objects: the log's keys, backwards. */
+static int walk_before(const key_obj *a, const key_obj *b)
+{
+	if (a->ctype != b->ctype)
+		return a->ctype > b->ctype;
+	if (a->ktype != b->ktype)
+		return a->ktype > b->ktype;
+	return a->content > b->content;
+}
+
+/* Events in memory in the walk's order: by object, then oldest first. */
+static int mem_cmp(const void *pa, const void *pb)
+{
+	const rocks_ev *a = pa, *b = pb;
+
+	if (walk_before(&a->obj, &b->obj))
+		return -1;
+	if (walk_before(&b->obj, &a->obj))
+		return 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+typedef struct mem_walk {
+	const rocks_ev *ev;
+	size_t n, i;
+	int (*fn)(void *arg, const key_obj *o, uint64_t seq, const val_log *v);
+	void *arg;
+} mem_walk;
+
+/* Hands on the events in memory of the objects the walk visits before o
+ * (every one left when o is NULL), and, with own set, those of o itself
+ * above seq upto: the tables' events of o are listed up to upto, and a
+ * checkpoint covers every event below some seq, so o's events in memory at
+ * or below it are in the snapshot already (written, not yet reaped). */
+static int mem_until(mem_walk *m, const key_obj *o, int own, uint64_t upto)
+{
+	int rc = TALLY_OK;
+
+	while (rc == TALLY_OK && m->i < m->n) {
+		const rocks_ev *ev = &m->ev[m->i];
+		int same = o != NULL && !walk_before(&ev->obj, o) &&
+		           !walk_before(o, &ev->obj);
+		val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
+
+		if (o != NULL && !walk_before(&ev->obj, o) && !(same && own))
+			break;
+		m->i++;
+		if (!same || ev->seq > upto)
+			rc = m->fn(m->arg, &ev->obj, ev->seq, &lv);
+	}
+	return rc;
+}
+
 /* Backwards over the whole log: keys are object | ~seq, so walking from the
  * end visits each object's events oldest first. A snapshot keeps the walk
- * consistent while the committer writes. Then the events still in memory,
- * oldest first, but for those the snapshot holds already (a checkpoint
- * written, not yet reaped): each object's events stay in seq order. */
+ * consistent while the committer writes. The events still in memory join
+ * their objects: sorted the walk's way, each object's are handed on after
+ * its events in the tables, and objects with none there in their place, so
+ * that every object's events come together, in seq order. */
 int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
                                        uint64_t seq, const val_log *v),
                    void *arg)
@@ -641,8 +695,9 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 	rocksdb_iterator_t *it;
 	rocks_ev *evs = NULL;
 	size_t nev = 0;
-	uint64_t top = 0, last_seq = 0;
+	uint64_t last_seq = 0;
 	key_obj last_obj;
+	mem_walk mem;
 	int have_last = 0;
 	chunk ck;
 	ev_clock clk;
@@ -663,6 +718,9 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 		rocksdb_readoptions_destroy(ro);
 		return TALLY_ENOMEM;
 	}
+	if (nev > 1)
+		qsort(evs, nev, sizeof *evs, mem_cmp);
+	mem = (mem_walk){ evs, nev, 0, fn, arg };
 	rocksdb_readoptions_set_snapshot(ro, snap);
 	rocksdb_readoptions_set_fill_cache(ro, 0);
 	/* The log's table has a prefix extractor: a walk across objects
@@ -685,6 +743,12 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 		}
 		if (!have_last || o.content != last_obj.content ||
 		    o.ktype != last_obj.ktype || o.ctype != last_obj.ctype) {
+			if (have_last)
+				rc = mem_until(&mem, &last_obj, 1, last_seq);
+			if (rc == TALLY_OK)
+				rc = mem_until(&mem, &o, 0, 0);
+			if (rc != TALLY_OK)
+				break;
 			last_obj = o;
 			last_seq = 0;
 			have_last = 1;
@@ -705,20 +769,15 @@ int rocks_scan_log(store *s, int (*fn)(void *arg, const key_obj *o,
 			last_seq = ck.seq[i];
 			rc = fn(arg, &o, ck.seq[i], &ck.log[i]);
 		}
-		if (ck.seq[0] > top)
-			top = ck.seq[0];
 	}
 	rocksdb_iter_get_error(it, &err);
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
 	rocksdb_release_snapshot(r->db, snap);
-	for (size_t i = 0; rc == TALLY_OK && err == NULL && i < nev; i++) {
-		const rocks_ev *ev = &evs[i];
-		val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
-
-		if (ev->seq > top)
-			rc = fn(arg, &ev->obj, ev->seq, &lv);
-	}
+	if (rc == TALLY_OK && err == NULL && have_last)
+		rc = mem_until(&mem, &last_obj, 1, last_seq);
+	if (rc == TALLY_OK && err == NULL)
+		rc = mem_until(&mem, NULL, 0, 0);
 	free(evs);
 	if (err)
 		return rocks_err(err);

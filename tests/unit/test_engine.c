@@ -2015,6 +2015,102 @@ static void test_compact_then_checkpoint_logs_each_event_once(void **state)
 		CHECK_U64(recs[i].member, 310 - i);
 }
 
+/* A scan's events, in the order they were handed on. */
+typedef struct scan_list {
+	tally_event_rec *ev;
+	size_t n, cap;
+} scan_list;
+
+static int scan_append(void *arg, const tally_event_rec *ev)
+{
+	scan_list *l = arg;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		tally_event_rec *p = realloc(l->ev, cap * sizeof *p);
+
+		if (p == NULL)
+			return 1;
+		l->ev = p;
+		l->cap = cap;
+	}
+	l->ev[l->n++] = *ev;
+	return 0;
+}
+
+static int same_object(const tally_event_rec *a, const tally_event_rec *b)
+{
+	return a->content == b->content && strcmp(a->ctype, b->ctype) == 0 &&
+	       strcmp(a->ktype, b->ktype) == 0;
+}
+
+/* Each object once, as one run of events, oldest first; returns how many
+ * objects. */
+static size_t check_objects_together(const scan_list *l)
+{
+	size_t objects = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (i > 0 && same_object(&l->ev[i - 1], &l->ev[i])) {
+			CHECK_TRUE(l->ev[i].seq > l->ev[i - 1].seq);
+			continue;
+		}
+		objects++;
+		for (size_t j = 0; j < i; j++)
+			CHECK_TRUE(!same_object(&l->ev[j], &l->ev[i]));
+	}
+	return objects;
+}
+
+/* The events since the last checkpoint join their objects in a scan, as
+ * if they were in the tables: after a compaction (which writes the events
+ * in memory out and keeps them there until the next checkpoint) and more
+ * events, of objects in the tables and of new ones, on both sides of them
+ * in the scan's order, the scan lists every object once, and lists the
+ * same events in the same order as after a reopen has checkpointed them
+ * all. Stats and export count objects this way. */
+static void test_scan_lists_each_object_together(void **state)
+{
+	struct fx *f = *state;
+	scan_list before = { 0 }, after = { 0 };
+	size_t objects = 0;
+
+	CHECK_OK(tally_type_add(f->t, "score", TALLY_MODE_TOTAL));
+	for (uint64_t m = 1; m <= 120; m++) {
+		tally_event ev = ev_of("article", "like", 3 + m % 4, m);
+		add_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_compact(f->t));
+	for (uint64_t m = 121; m <= 300; m++) {
+		tally_event ev = ev_of(m % 3 ? "article" : "video",
+		                       m % 5 ? "like" : "score", m % 10, m);
+		add_ok(f->t, &ev);
+	}
+	CHECK_OK(tally_events_scan(f->t, scan_append, &before));
+	CHECK_U64(before.n, 300);
+	objects = check_objects_together(&before);
+	CHECK_TRUE(objects > 20);
+	for (size_t i = 0, run = 0; i < before.n; i++) {
+		const tally_event_rec *e = &before.ev[i];
+
+		run = i > 0 && same_object(&before.ev[i - 1], e) ? run + 1 : 1;
+		if (i + 1 == before.n || !same_object(&before.ev[i + 1], e))
+			CHECK_I64((int64_t)run, count_of(f->t, e->ctype,
+			                                 e->ktype, e->content));
+	}
+	fx_reopen(f);
+	CHECK_OK(tally_events_scan(f->t, scan_append, &after));
+	CHECK_U64(after.n, before.n);
+	for (size_t i = 0; i < after.n; i++) {
+		CHECK_TRUE(same_object(&after.ev[i], &before.ev[i]));
+		CHECK_U64(after.ev[i].seq, before.ev[i].seq);
+		CHECK_U64(after.ev[i].member, before.ev[i].member);
+		CHECK_I64(after.ev[i].total, before.ev[i].total);
+	}
+	free(before.ev);
+	free(after.ev);
+}
+
 static void test_compact_usage_scan_and_counters(void **state)
 {
 	struct fx *f = *state;
@@ -5012,6 +5108,7 @@ int main(void)
 	    T(test_keys_512_binary_ok_513_and_0_refused),
 	    T(test_everything_survives_reopen),
 	    T(test_backup_copy_opens_with_data),
+	    T(test_scan_lists_each_object_together),
 	    T(test_compact_usage_scan_and_counters),
 	    T(test_compact_then_checkpoint_logs_each_event_once),
 	    T(test_stats_count_writes),
