@@ -109,6 +109,8 @@ enum tally_error {
 	                             the cause users can act on */
 	TALLY_ENOTSUP,          /**< not supported by this store (e.g. a
 	                             backup of the redis-cluster store) */
+	TALLY_EREADONLY,        /**< a write on a handle opened with
+	                             TALLY_OPEN_READ_ONLY */
 	TALLY_ERROR_END         /**< one past the last code; not an error */
 };
 
@@ -159,7 +161,22 @@ enum tally_open_flags {
 	 *  durability) and for the committer thread's upkeep (expired IDs,
 	 *  async flushes); with the Redis Cluster store a commit waits for
 	 *  the network. */
-	TALLY_OPEN_CALLER_COMMITS = 1u << 1
+	TALLY_OPEN_CALLER_COMMITS = 1u << 1,
+	/** Read an existing database without changing a byte of its folder
+	 *  (a backup, say, or one on read-only media; the RocksDB store
+	 *  only). What a crash left in the journal and the write-ahead log
+	 *  is replayed into memory, as an open does, and not written back;
+	 *  nothing is checkpointed, flushed or compacted. Every read works.
+	 *  Every write returns TALLY_EREADONLY (tally_add(), tally_incrby(),
+	 *  tally_write_async(), tally_counter_add(), tally_type_add() of a
+	 *  new type, tally_compact(), tally_backup(), ...). Implies
+	 *  TALLY_OPEN_NO_CREATE. Any number of read-only handles may hold a
+	 *  folder at once, in any processes; none while a handle that
+	 *  writes holds it, and no handle that writes opens it while one
+	 *  reads (TALLY_EBUSY either way: a shared lock on the folder's LOCK
+	 *  file, which the folder must hold and which is opened for reading
+	 *  only). TALLY_ENOTSUP with TALLY_STORE_REDIS_CLUSTER. */
+	TALLY_OPEN_READ_ONLY = 1u << 2
 };
 
 /**
@@ -266,8 +283,10 @@ enum tally_store {
  *         TALLY_ENOTFOUND (no database there and TALLY_OPEN_NO_CREATE;
  *         or, without it, the folder's parent folder is missing: only
  *         the last folder of path is created);
- *         TALLY_EBUSY (another handle or process has it open);
- *         TALLY_EVERSION, TALLY_ECORRUPT, TALLY_EIO, TALLY_ENOMEM.
+ *         TALLY_EBUSY (another handle or process has it open; with
+ *         TALLY_OPEN_READ_ONLY, a handle or process that writes);
+ *         TALLY_ENOTSUP (TALLY_OPEN_READ_ONLY on the redis-cluster
+ *         store); TALLY_EVERSION, TALLY_ECORRUPT, TALLY_EIO, TALLY_ENOMEM.
  * The handle is released with tally_close().
  */
 TALLY_API int tally_open(const char *path, const tally_options *opts, tally **out);

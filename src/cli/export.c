@@ -404,7 +404,7 @@ int cmd_export(const cli_ctx *ctx, const cli_args *a)
 		return cli_usage_error(a->cmd, "OUT is not a usable path");
 	out_progress_init(&x.prog, "events scanned", OFFLINE_PROGRESS_EVERY,
 	                  cli_opt(a, "progress") != NULL);
-	rc = offline_open_scan(dir, &t);
+	rc = offline_open_read(dir, &t);
 	if (rc == CLI_OK)
 		rc = offline_types(t, &types, &x.ntypes);
 	x.types = types;

@@ -47,9 +47,11 @@ int offline_open(const char *dir, int create, const tally_options *opts,
 	}
 	if (rc == TALLY_EBUSY) {
 		fprintf(stderr, "tally: %s is in use: tallyd (or another tally "
-		        "command) is running on it. Stop it first, or ask the "
+		        "command%s) is running on it. Stop it first, or ask the "
 		        "running server with the client commands (tally -h HOST "
-		        "-p PORT ...).\n", dir);
+		        "-p PORT ...).\n", dir,
+		        o.flags & TALLY_OPEN_READ_ONLY ? " that writes: import, "
+		        "backup" : "");
 		return CLI_ERR;
 	}
 	if (rc == TALLY_ENOTFOUND && create)
@@ -62,17 +64,11 @@ int offline_open(const char *dir, int create, const tally_options *opts,
 	return CLI_ERR;
 }
 
-int offline_open_scan(const char *dir, tally **out)
+int offline_open_read(const char *dir, tally **out)
 {
-	/* A close writes the journal's events out to the tables (the open
-	 * replayed them), so the next open's scan holds no tail. */
-	int rc = offline_open(dir, 0, NULL, out, NULL);
+	tally_options o = { .flags = TALLY_OPEN_READ_ONLY };
 
-	if (rc != CLI_OK)
-		return rc;
-	tally_close(*out);
-	*out = NULL;
-	return offline_open(dir, 0, NULL, out, NULL);
+	return offline_open(dir, 0, &o, out, NULL);
 }
 
 int offline_types(tally *t, tally_type_info **out, size_t *n)

@@ -17,13 +17,11 @@
  * required. */
 int offline_data_dir(const cli_args *a, const char **dir);
 
-/* Open dir for tally_events_scan() to visit every object's events
- * together: a folder left by a crash holds events since its last
- * checkpoint, which a scan visits last, in commit order, objects
- * interleaved (tools that count objects or content types as they change
- * would count them again); one open and close first writes them out to
- * the tables. As offline_open(dir, 0, NULL, out, NULL). */
-int offline_open_scan(const char *dir, tally **out);
+/* Open dir read-only (TALLY_OPEN_READ_ONLY), for the tools that only
+ * read (stats, export): not a byte of the folder changes, a backup's
+ * included, and what a crash left is replayed into memory. As
+ * offline_open(dir, 0, ..., out, NULL). */
+int offline_open_read(const char *dir, tally **out);
 
 /* Open dir; create: whether a missing folder is created (import) or an
  * error (the read-only tools). CLI_OK, or CLI_ERR after printing why.

@@ -274,7 +274,7 @@ int cmd_stats(const cli_ctx *ctx, const cli_args *a)
 	}
 	out_progress_init(&s.prog, "events scanned", OFFLINE_PROGRESS_EVERY,
 	                  cli_opt(a, "progress") != NULL);
-	rc = offline_open_scan(v.dir, &t);
+	rc = offline_open_read(v.dir, &t);
 	if (rc == CLI_OK)
 		rc = stats_gather(t, v.dir, &v, &s, &types);
 	tally_close(t);

@@ -90,7 +90,8 @@ static const cli_cmd commands[] = {
 	{ "stats", cmd_stats, 0, 0, { "data=", "progress" },
 	  "--data DIR [--progress]",
 	  "offline: what a data folder holds",
-	  "Opens the data folder (tallyd must not be running on it) and prints\n"
+	  "Opens the data folder read-only (tallyd must not be running on it;\n"
+	  "no file in it changes) and prints\n"
 	  "its size on disk, the newest event number, the counting types, and\n"
 	  "the events and objects per content type and counting type, counted\n"
 	  "by scanning every event. Progress goes to stderr every 1M events\n"
@@ -105,7 +106,8 @@ static const cli_cmd commands[] = {
 	  "  running total of the object after the event\n"
 	  "object by object, each object's events oldest first; and OUT.types,\n"
 	  "a text file `ID NAME MODE` per counting type (records hold the id).\n"
-	  "DIR is the data folder (tallyd must not be running on it).\n"
+	  "DIR is the data folder (tallyd must not be running on it), opened\n"
+	  "read-only: no file in it changes.\n"
 	  "Records hold no content type, and an import puts a file under one:\n"
 	  "without --ctype, each running total is the sum over the content\n"
 	  "types of the totals its counting type and content reached so far,\n"

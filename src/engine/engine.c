@@ -117,6 +117,8 @@ static int enqueue_group(tally *t, const store_op *ops, size_t n,
 
 	assert(cb != NULL);
 	assert(n >= 1 && n <= t->opt.batch_ops_max && n <= cap);
+	if (t->read_only)
+		return TALLY_EREADONLY;
 	/* The clock is read outside the lock, and only for events that take
 	 * the default time; the floor below, under it, keeps their order. */
 	for (i = 0; i < n; i++)
@@ -325,7 +327,9 @@ static void tokens_purge(tally *t)
 	store_batch b;
 	int rc = TALLY_OK;
 
-	if (eng_now_ns() < t->last_purge_ns + 1000000000u)
+	/* Expired tokens stay on a read-only folder: it is not written. */
+	if (t->read_only ||
+	    eng_now_ns() < t->last_purge_ns + 1000000000u)
 		return;
 	t->last_purge_ns = eng_now_ns();
 	p = malloc(sizeof *p);
@@ -842,7 +846,8 @@ static int options_apply(const tally_options *in, tally_options *o)
 	    o->tokens_max > TOKENS_MAX || o->open_files_max < 20 ||
 	    o->open_files_max > (1u << 20) ||
 	    (o->flags & ~(uint32_t)(TALLY_OPEN_NO_CREATE |
-	                            TALLY_OPEN_CALLER_COMMITS)))
+	                            TALLY_OPEN_CALLER_COMMITS |
+	                            TALLY_OPEN_READ_ONLY)))
 		return TALLY_EINVAL;
 	if ((o->store != TALLY_STORE_ROCKSDB &&
 	     o->store != TALLY_STORE_REDIS_CLUSTER) || o->redis_wait > 16 ||
@@ -854,6 +859,12 @@ static int options_apply(const tally_options *in, tally_options *o)
 		return TALLY_EINVAL;
 	if (o->batch_ops_max > o->queue_ops_max)
 		o->batch_ops_max = o->queue_ops_max;
+	/* A cluster is shared: there is no folder to leave as it is. */
+	if ((o->flags & TALLY_OPEN_READ_ONLY) &&
+	    o->store == TALLY_STORE_REDIS_CLUSTER)
+		return TALLY_ENOTSUP;
+	if (o->flags & TALLY_OPEN_READ_ONLY)
+		o->flags |= TALLY_OPEN_NO_CREATE;
 	return TALLY_OK;
 }
 
@@ -975,6 +986,7 @@ static store_options store_opts(const tally *t, int create)
 		.block_cache_mb = t->opt.block_cache_mb,
 		.open_files_max = t->opt.open_files_max,
 		.create = create,
+		.read_only = t->read_only,
 		.seeds = t->opt.cluster_seeds,
 		.redis_wait = (int)t->opt.redis_wait,
 		.token_retention_ms = t->opt.token_retention_ms,
@@ -1160,6 +1172,7 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 	if (rc == TALLY_OK)
 		rc = options_own(t);
 	t->caller_commits = !!(t->opt.flags & TALLY_OPEN_CALLER_COMMITS);
+	t->read_only = !!(t->opt.flags & TALLY_OPEN_READ_ONLY);
 	if (rc == TALLY_OK)
 		rc = store_open(t, !(t->opt.flags & TALLY_OPEN_NO_CREATE),
 		                &t->st);
@@ -1473,6 +1486,8 @@ int tally_counter_add(tally *t, const void *key, size_t key_len,
 		return rc;
 	if (delta > (INT64_C(1) << 32) || delta < -(INT64_C(1) << 32))
 		return TALLY_EINVAL;
+	if (t->read_only)
+		return TALLY_EREADONLY;
 	if (t->opt.durability == TALLY_DURABILITY_ASYNC && !t->failed &&
 	    !t->closing) {
 		if (!atomic_load(&t->holds_on)) {
@@ -1544,6 +1559,8 @@ int tally_compact(tally *t)
 
 	if (t == NULL)
 		return TALLY_EINVAL;
+	if (t->read_only)
+		return TALLY_EREADONLY;
 	rc = eng_store_hold(t);
 	if (rc != TALLY_OK)
 		return rc;
@@ -1572,6 +1589,9 @@ int tally_backup(tally *t, const char *dir)
 
 	if (t == NULL || dir == NULL || dir[0] == '\0')
 		return TALLY_EINVAL;
+	/* A copy is a RocksDB checkpoint, which flushes the memtables. */
+	if (t->read_only)
+		return TALLY_EREADONLY;
 	/* Async mode: fold cells and flush first, so the copy holds every
 	 * write acknowledged before the call. */
 	rc = tally_sync(t);

@@ -185,6 +185,7 @@ struct tally {
 	 * to the committer thread: a blocking write, a full ring, a caller
 	 * that committed ENG_COMMIT_ROUNDS batches and left the rest. */
 	int caller_commits;
+	int read_only;     /* TALLY_OPEN_READ_ONLY: every write refused */
 	int kick;
 	uint64_t queued_total, taken_total; /* writes ever queued, taken */
 	/* Counter writes hold cells back (stripes_hold()) from the first

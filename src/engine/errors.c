@@ -22,6 +22,7 @@ static const char *const messages[] = {
 	"store write failed (no space left on device): writes are refused "
 	"until the store recovers",
 	"not supported by this store",
+	"handle is read-only",
 };
 
 _Static_assert(sizeof messages / sizeof messages[0] ==

@@ -372,6 +372,10 @@ static int format_check(rocks *r)
 	 * on the tables' chunks of events (4) or misread their times (5). */
 	if (len == 1 && (val[0] < 1 || val[0] >= ROCKS_FORMAT))
 		return TALLY_EVERSION;
+	/* Read-only: read as format 5 and left unmarked; an older build can
+	 * still open the folder, which holds nothing this one wrote. */
+	if (r->read_only)
+		return TALLY_OK;
 	rocksdb_put_cf(r->db, r->wo_sync, r->cf[CF_META], (const char *)&key, 1,
 	               (const char *)&fmt, 1, &err);
 	return err ? rocks_err(err) : TALLY_OK;
@@ -430,7 +434,8 @@ static void rocks_close(store *s)
 	if (r == NULL)
 		return;
 	rocks_journal_close(r);
-	if (r->db != NULL && !rocks_failed(r) && r->ck_wb != NULL)
+	if (r->db != NULL && !rocks_failed(r) && r->ck_wb != NULL &&
+	    !r->read_only)
 		flush_all(r);
 	if (r->db != NULL) {
 		for (int i = 0; i < CF_COUNT; i++)
@@ -460,6 +465,8 @@ static void rocks_close(store *s)
 	if (r->wb)
 		rocksdb_writebatch_destroy(r->wb);
 	rocks_clock_free(r);
+	if (r->lock_fd >= 0)
+		close(r->lock_fd); /* and with it its lock */
 	free(r->bev);
 	hmap_free(r->cache_named);
 	hmap_free(r->cache_totals);
@@ -763,6 +770,35 @@ static const store_vt rocks_vt = {
 	.close = rocks_close,
 };
 
+/* A read-only handle's own vtable (rocks_open()) writes nothing: the
+ * writes the engine would still send (it refuses them first) fail, a sync
+ * has nothing to do, and expired tokens are not swept. */
+static int ro_apply(store *s, store_batch *b)
+{
+	(void)s;
+	(void)b;
+	return TALLY_EREADONLY;
+}
+
+static int ro_sync(store *s)
+{
+	(void)s;
+	return TALLY_OK;
+}
+
+static int ro_backup(store *s, const char *path)
+{
+	(void)s;
+	(void)path;
+	return TALLY_EREADONLY;
+}
+
+static int ro_compact(store *s)
+{
+	(void)s;
+	return TALLY_EREADONLY;
+}
+
 #define PROBE_NAME "tally-probe.tmp"
 #define PROBE_BYTES 4096
 
@@ -830,6 +866,76 @@ static int maps_create(rocks *r, const store_options *so)
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
+/* The folder's LOCK file, opened to read (its lock needs no more); -1
+ * with errno set when it cannot be (ENOENT: there is none). */
+static int lock_file_open(const char *path)
+{
+	char name[4096];
+
+	if (snprintf(name, sizeof name, "%s/LOCK", path) >= (int)sizeof name) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return open(name, O_RDONLY | O_CLOEXEC);
+}
+
+/* A read-only open's shared lock on the folder's LOCK file, which a
+ * handle that writes holds exclusively while it is open (RocksDB's lock):
+ * an open file description's lock, so that it conflicts with RocksDB's
+ * in this process too, and outlives RocksDB's closing of its own
+ * descriptor. A folder with no LOCK file was never opened to write (a
+ * backup): there is nothing to lock, and nothing is created. */
+static int ro_lock(rocks *r, const char *path)
+{
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+
+	r->lock_fd = lock_file_open(path);
+	if (r->lock_fd < 0)
+		return errno == ENOENT ? TALLY_OK : rocks_errno_code(errno);
+	if (fcntl(r->lock_fd, F_OFD_SETLK, &fl) == 0)
+		return TALLY_OK;
+	return errno == EAGAIN || errno == EACCES ? TALLY_EBUSY
+	                                          : rocks_errno_code(errno);
+}
+
+/* An open that writes, refused before RocksDB's open when another handle
+ * holds the folder (RocksDB's own lock, taken later, still decides): a
+ * refused RocksDB open has already rotated the info log of the folder it
+ * could not have. */
+static int rw_busy_check(const char *path)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int fd = lock_file_open(path), rc;
+
+	if (fd < 0) /* none, or RocksDB's open reports why */
+		return TALLY_OK;
+	rc = fcntl(fd, F_OFD_GETLK, &fl);
+	close(fd);
+	return rc == 0 && fl.l_type != F_UNLCK ? TALLY_EBUSY : TALLY_OK;
+}
+
+/* Read-only, RocksDB cannot create a column family the folder lacks
+ * (one written before the family existed): such a folder is opened to
+ * write once first. */
+static int ro_families_check(rocks *r, const char *path)
+{
+	char *err = NULL, **names;
+	size_t n = 0;
+	int found = 0;
+
+	names = rocksdb_list_column_families(r->db_opts, path, &n, &err);
+	if (err != NULL)
+		return rocks_err(err);
+	for (int i = 0; i < CF_COUNT; i++)
+		for (size_t k = 0; k < n; k++)
+			if (strcmp(names[k], cf_names[i]) == 0) {
+				found++;
+				break;
+			}
+	rocksdb_list_column_families_destroy(names, n);
+	return found == CF_COUNT ? TALLY_OK : TALLY_EVERSION;
+}
+
 int rocks_open(const char *path, const store_options *so, store **out)
 {
 	const rocksdb_options_t *cfo[CF_COUNT];
@@ -854,18 +960,39 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return TALLY_ENOMEM;
+	r->read_only = so->read_only;
 	r->base.vt = &rocks_vt;
+	if (r->read_only) {
+		r->vt_ro = rocks_vt;
+		r->vt_ro.apply = ro_apply;
+		r->vt_ro.sync = ro_sync;
+		r->vt_ro.tokens_sweep = NULL;
+		r->vt_ro.backup = ro_backup;
+		r->vt_ro.compact = ro_compact;
+		r->base.vt = &r->vt_ro;
+	}
 	/* Before anything can fail: a close closes the files it holds. */
+	r->lock_fd = -1;
 	rocks_jfile_init(r);
-	rc = options_create(r, so);
+	rc = r->read_only ? ro_lock(r, path) : rw_busy_check(path);
+	if (rc == TALLY_OK)
+		rc = options_create(r, so);
 	if (rc == TALLY_OK)
 		rc = maps_create(r, so);
+	if (rc == TALLY_OK && r->read_only)
+		rc = ro_families_check(r, path);
 	if (rc != TALLY_OK)
 		goto fail;
 	for (int i = 0; i < CF_COUNT; i++)
 		cfo[i] = r->cf_opts[i];
-	r->db = rocksdb_open_column_families(r->db_opts, path, CF_COUNT,
-	                                     cf_names, cfo, r->cf, &err);
+	if (r->read_only)
+		r->db = rocksdb_open_for_read_only_column_families(
+			r->db_opts, path, CF_COUNT, cf_names, cfo, r->cf, 0,
+			&err);
+	else
+		r->db = rocksdb_open_column_families(r->db_opts, path,
+		                                     CF_COUNT, cf_names, cfo,
+		                                     r->cf, &err);
 	if (err) {
 		r->db = NULL;
 		rc = rocks_err(err);

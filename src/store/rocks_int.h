@@ -137,6 +137,12 @@ typedef struct rocks_jlist {
 typedef struct rocks {
 	store base;
 	rocksdb_t *db;
+	/* Opened read-only (store_options.read_only): nothing in the folder
+	 * is written, renamed or removed, and lock_fd holds a shared lock on
+	 * its LOCK file (-1: none, or a folder without one). */
+	int read_only;
+	int lock_fd;
+	store_vt vt_ro;      /* read-only: rocks_vt with the writes refused */
 	rocksdb_options_t *db_opts;
 	rocksdb_options_t *cf_opts[CF_COUNT];
 	rocksdb_column_family_handle_t *cf[CF_COUNT];

@@ -262,15 +262,26 @@ int rocks_jfile_open(rocks *r, const char *dir, uint64_t ckpt, uint64_t cap)
 		rc = jf_name(name, sizeof name, dir, i);
 		if (rc != TALLY_OK)
 			break;
-		if (stat(name, &st) != 0)
+		if (stat(name, &st) != 0) {
+			if (r->read_only && errno == ENOENT)
+				continue; /* no records: as an empty file */
 			created = 1;
-		jf->fd[i] = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		}
+		jf->fd[i] = open(name, r->read_only ? O_RDONLY | O_CLOEXEC :
+		                 O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (jf->fd[i] < 0 || fstat(jf->fd[i], &st) != 0) {
 			rc = rocks_errno_code(errno);
 			break;
 		}
 		jf->size[i] = (uint64_t)st.st_size;
 		rc = jf_scan(jf, i, ckpt, &last[i]);
+	}
+	/* Read-only: the records are replayed from where they lie; nothing
+	 * is created, rewritten, synced or cut. */
+	if (rc == TALLY_OK && r->read_only) {
+		if (jf->nrecs > 1)
+			qsort(jf->recs, jf->nrecs, sizeof *jf->recs, rec_cmp);
+		return TALLY_OK;
 	}
 	if (rc == TALLY_OK && created)
 		rc = rocks_dir_sync(dir);
@@ -360,6 +371,8 @@ int rocks_jfile_cut(rocks *r, uint64_t num)
 			assert(rec->off >= ROCKS_JF_HDR &&
 			       rec->off - ROCKS_JF_HDR <= jf->end[i]);
 			jf->end[i] = rec->off - ROCKS_JF_HDR;
+			if (r->read_only) /* the replay stops there all the same */
+				break;
 			if (ftruncate(jf->fd[i], (off_t)jf->end[i]) != 0 ||
 			    fsync(jf->fd[i]) != 0)
 				return rocks_errno_code(errno);

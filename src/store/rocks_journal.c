@@ -920,7 +920,8 @@ int rocks_journal_load(rocks *r, const char *dir)
 	atomic_store(&r->st_seq, r->seq);
 	atomic_store(&r->st_dirty, hmap_count(r->dirty[0]) +
 	                           hmap_count(r->dirty[1]));
-	if (rc == TALLY_OK) {
+	/* Read-only: the events stay in memory, never checkpointed. */
+	if (rc == TALLY_OK && !r->read_only) {
 		if (pthread_create(&r->ck_thread, NULL, ckpt_main, r) != 0)
 			return TALLY_ENOMEM;
 		r->ck_started = 1;

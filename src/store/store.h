@@ -200,6 +200,7 @@ typedef struct store_options {
 	uint32_t open_files_max;     /* rocksdb: table files kept open */
 	uint64_t checkpoint_bytes;   /* rocksdb: journal between checkpoints */
 	int create;
+	int read_only;               /* rocksdb: open without writing */
 	/* redis-cluster store */
 	const char *seeds;           /* "host:port[,host:port...]" */
 	int redis_wait;              /* WAIT for this many replicas, 0: none */

@@ -598,9 +598,20 @@ time.sleep(30)' d1/LOCK >locker.out &
 	run_status 0 "$TALLY" stats --data d1
 }
 
+# folder_sig DIR: every file under DIR with its size, modification time
+# and bytes, one line each, sorted.
+folder_sig() {
+	(cd "$1" && find . -type f -printf '%p %s %T@ ' -exec sha256sum {} \; |
+		sort)
+}
+
 # A folder left by a killed tallyd holds events since its last checkpoint,
-# which a scan visits last, objects interleaved: stats counted each event
+# which a scan visited last, objects interleaved: stats counted each event
 # of them as an object (27 for 9), export each as a content type (18).
+# Both now open the folder read-only: they replay what the crash left into
+# memory and change no file (before, their open wrote the events out,
+# and RocksDB a new manifest, log and options file). While tallyd runs,
+# the folder is in use.
 t_stats_after_crash() {
 	local pid port
 	tallyd_on dk
@@ -611,8 +622,12 @@ t_stats_after_crash() {
 		done
 	done | redis-cli -p "$port" >adds.txt
 	[[ $(grep -c . adds.txt) -eq 27 ]]
+	run_status 1 "$TALLY" stats --data dk
+	grep -q 'dk is in use' err.txt
 	kill -9 "$pid"
 	wait "$pid" 2>/dev/null || true
+	folder_sig dk >sig-before.txt
+	grep -q 'journal' sig-before.txt
 	run_status 0 "$TALLY" stats --data dk --json
 	python3 -c 'import json
 d = json.load(open("out.txt"))
@@ -623,6 +638,8 @@ assert rows == [("article", "like", 3, 9), ("article", "view", 3, 9),
 	run_status 0 "$TALLY" export --data dk all.rec
 	grep -q '2 content types in one file' err.txt
 	[[ $(stat -c %s all.rec) -eq $((27 * 24)) ]]
+	folder_sig dk >sig-after.txt
+	cmp sig-before.txt sig-after.txt
 }
 
 check "version and help exit 0" t_version_help
@@ -648,7 +665,7 @@ check "unknown type id or no .types: clear error" t_unknown_type_id
 check "bad records are refused before writing" t_bad_records
 check "type with the other mode: clear error" t_type_mode_conflict
 check "busy folder: stats explains, backup asks tallyd" t_busy_folder
-check "stats and export of a folder a crash left: each object once" t_stats_after_crash
+check "stats and export of a folder a crash left: each object once, no file changed" t_stats_after_crash
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

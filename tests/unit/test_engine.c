@@ -2111,6 +2111,140 @@ static void test_scan_lists_each_object_together(void **state)
 	free(after.ev);
 }
 
+/* ---- read-only handles ---------------------------------------------------- */
+
+/* What a folder holds, as a number: each file's name, size, modification
+ * time and bytes, hashed (FNV-1a) and summed, so that the order a
+ * directory lists its files in does not matter. */
+static uint64_t folder_sig_acc;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211u;
+	return h;
+}
+
+static int sig_entry(const char *path, const struct stat *sb, int flag,
+                     struct FTW *ftw)
+{
+	uint64_t h = 14695981039346656037u;
+	unsigned char buf[65536];
+	ssize_t got;
+	int fd;
+
+	(void)ftw;
+	h = fnv(h, path, strlen(path));
+	if (flag != FTW_F) {
+		folder_sig_acc += h;
+		return 0;
+	}
+	h = fnv(h, &sb->st_size, sizeof sb->st_size);
+	h = fnv(h, &sb->st_mtim, sizeof sb->st_mtim);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	while ((got = read(fd, buf, sizeof buf)) > 0)
+		h = fnv(h, buf, (size_t)got);
+	close(fd);
+	folder_sig_acc += h;
+	return got < 0 ? -1 : 0;
+}
+
+static uint64_t folder_sig(const char *dir)
+{
+	folder_sig_acc = 0;
+	assert_int_equal(nftw(dir, sig_entry, 16, FTW_PHYS), 0);
+	return folder_sig_acc;
+}
+
+/* A read-only handle reads everything and writes nothing: every write
+ * call is refused with TALLY_EREADONLY, and the folder's files (names,
+ * sizes, times, bytes) are the same after it is closed. Read-only
+ * handles share a folder with each other, never with one that writes,
+ * in either order; a missing folder is not created. */
+static void test_read_only_handle_reads_and_writes_nothing(void **state)
+{
+	struct fx *f = *state;
+	tally_options ro = { .flags = TALLY_OPEN_READ_ONLY };
+	tally_options cl = { .flags = TALLY_OPEN_READ_ONLY,
+	                     .store = TALLY_STORE_REDIS_CLUSTER,
+	                     .cluster_seeds = "127.0.0.1:1" };
+	tally *r = NULL, *r2 = NULL, *w = NULL;
+	tally_event ev = ev_of("article", "like", 5, 9);
+	tally_entry recs[8];
+	tally_history_entry hist[8];
+	scan_list l = { 0 };
+	char missing[PATH_MAX];
+	int64_t at = 0, v = 0;
+	uint64_t sig;
+	size_t n = 0;
+
+	add_ok(f->t, &ev);
+	ev.member = 10;
+	add_ok(f->t, &ev);
+	CHECK_OK(tally_incrby(f->t, "c", 1, 7, NULL));
+	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
+	CHECK_RC(tally_open(f->db, &ro, &r), TALLY_EBUSY);
+	assert_null(r);
+	tally_closep(&f->t);
+	sig = folder_sig(f->db);
+
+	CHECK_OK(tally_open(f->db, &ro, &r));
+	CHECK_OK(tally_open(f->db, &ro, &r2));
+	CHECK_RC(tally_open(f->db, &f->opts, &w), TALLY_EBUSY);
+	assert_null(w);
+	CHECK_I64(count_of(r, "article", "like", 5), 2);
+	CHECK_I64(get_of(r2, "c"), 7);
+	CHECK_OK(tally_has(r, "article", "like", 5, 9, &at));
+	CHECK_TRUE(at > 0);
+	CHECK_OK(tally_recent(r, "article", "like", 5, 8, 0, recs, &n));
+	CHECK_U64(n, 2);
+	CHECK_OK(tally_history(r, 10, "like", 8, 0, hist, &n));
+	CHECK_U64(n, 1);
+	CHECK_OK(tally_events_scan(r, scan_append, &l));
+	CHECK_U64(l.n, 2);
+	free(l.ev);
+
+	ev.member = 11;
+	CHECK_RC(tally_add(r, &ev, NULL), TALLY_EREADONLY);
+	CHECK_RC(tally_remove(r, &ev, NULL), TALLY_EREADONLY);
+	CHECK_RC(tally_incrby(r, "c", 1, 1, &v), TALLY_EREADONLY);
+	CHECK_RC(tally_set(r, "c", 1, 1), TALLY_EREADONLY);
+	CHECK_RC(tally_del(r, "c", 1, NULL), TALLY_EREADONLY);
+	CHECK_RC(tally_counter_add(r, "c", 1, 1), TALLY_EREADONLY);
+	CHECK_RC(tally_type_add(r, "score", TALLY_MODE_TOTAL), TALLY_EREADONLY);
+	CHECK_OK(tally_type_add(r, "vote", TALLY_MODE_UNIQUE)); /* there */
+	CHECK_RC(tally_type_add(r, "vote", TALLY_MODE_TOTAL),
+	         TALLY_ETYPEEXISTS);
+	CHECK_RC(tally_compact(r), TALLY_EREADONLY);
+	CHECK_RC(tally_backup(r, f->dir), TALLY_EREADONLY);
+	CHECK_OK(tally_sync(r));
+	CHECK_I64(count_of(r, "article", "like", 5), 2);
+	CHECK_I64(get_of(r, "c"), 7);
+	tally_closep(&r);
+	tally_closep(&r2);
+	CHECK_U64(folder_sig(f->db), sig);
+
+	/* Async durability: its cells and flushes write nothing either. */
+	ro.durability = TALLY_DURABILITY_ASYNC;
+	CHECK_OK(tally_open(f->db, &ro, &r));
+	CHECK_RC(tally_counter_add(r, "c", 1, 1), TALLY_EREADONLY);
+	CHECK_OK(tally_sync(r));
+	tally_closep(&r);
+	CHECK_U64(folder_sig(f->db), sig);
+
+	snprintf(missing, sizeof missing, "%s/none", f->dir);
+	CHECK_RC(tally_open(missing, &ro, &r), TALLY_ENOTFOUND);
+	CHECK_RC(access(missing, F_OK), -1);
+	CHECK_RC(tally_open(f->db, &cl, &r), TALLY_ENOTSUP);
+	CHECK_RC(tally_open(f->db, &(tally_options){ .flags = 1u << 3 }, &r),
+	         TALLY_EINVAL);
+	CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+}
+
 static void test_compact_usage_scan_and_counters(void **state)
 {
 	struct fx *f = *state;
@@ -5109,6 +5243,7 @@ int main(void)
 	    T(test_everything_survives_reopen),
 	    T(test_backup_copy_opens_with_data),
 	    T(test_scan_lists_each_object_together),
+	    T(test_read_only_handle_reads_and_writes_nothing),
 	    T(test_compact_usage_scan_and_counters),
 	    T(test_compact_then_checkpoint_logs_each_event_once),
 	    T(test_stats_count_writes),
