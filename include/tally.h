@@ -173,9 +173,10 @@ enum tally_open_flags {
 	 *  TALLY_OPEN_NO_CREATE. Any number of read-only handles may hold a
 	 *  folder at once, in any processes; none while a handle that
 	 *  writes holds it, and no handle that writes opens it while one
-	 *  reads (TALLY_EBUSY either way: a shared lock on the folder's LOCK
-	 *  file, which the folder must hold and which is opened for reading
-	 *  only). TALLY_ENOTSUP with TALLY_STORE_REDIS_CLUSTER. */
+	 *  reads (TALLY_EBUSY either way: a shared flock() of the folder,
+	 *  which a handle that writes holds exclusively, and a shared lock
+	 *  on its LOCK file when it has one, against RocksDB's).
+	 *  TALLY_ENOTSUP with TALLY_STORE_REDIS_CLUSTER. */
 	TALLY_OPEN_READ_ONLY = 1u << 2
 };
 

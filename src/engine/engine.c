@@ -1091,7 +1091,9 @@ static void recover_maybe(tally *t)
 {
 	int idle;
 
-	if (!t->failed || eng_now_ns() < t->recover_at_ns)
+	/* A read-only handle has no failure to recover from, and the probe
+	 * would write in its folder. */
+	if (!t->failed || t->read_only || eng_now_ns() < t->recover_at_ns)
 		return;
 	/* The writes queued before the failure are answered first (with
 	 * the error); new ones are refused, so the queue empties. */

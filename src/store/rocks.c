@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -465,8 +466,11 @@ static void rocks_close(store *s)
 	if (r->wb)
 		rocksdb_writebatch_destroy(r->wb);
 	rocks_clock_free(r);
+	/* Their locks go with them, once RocksDB has let the folder go. */
 	if (r->lock_fd >= 0)
-		close(r->lock_fd); /* and with it its lock */
+		close(r->lock_fd);
+	if (r->dir_fd >= 0)
+		close(r->dir_fd);
 	free(r->bev);
 	hmap_free(r->cache_named);
 	hmap_free(r->cache_totals);
@@ -866,52 +870,46 @@ static int maps_create(rocks *r, const store_options *so)
 	return rocks_journal_init(r, so->checkpoint_bytes);
 }
 
-/* The folder's LOCK file, opened to read (its lock needs no more); -1
- * with errno set when it cannot be (ENOENT: there is none). */
-static int lock_file_open(const char *path)
+/* The folder's own lock, held for the handle's life: shared by read-only
+ * handles, exclusive for one that writes. flock() on the folder itself
+ * needs no file in it (a backup has no LOCK file, and a read-only open
+ * creates none), and, being the open file description's, it conflicts
+ * between two handles of one process too and outlives any descriptor
+ * closed elsewhere. RocksDB's own lock on LOCK is a process's POSIX lock,
+ * which any close of LOCK in this process would drop: nothing here opens
+ * LOCK while a handle of this process may hold it (ro_lock()). */
+static int folder_lock(rocks *r, const char *path, int exclusive)
 {
-	char name[4096];
-
-	if (snprintf(name, sizeof name, "%s/LOCK", path) >= (int)sizeof name) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return open(name, O_RDONLY | O_CLOEXEC);
+	r->dir_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->dir_fd < 0)
+		return errno == ENOENT ? TALLY_ENOTFOUND
+		                       : rocks_errno_code(errno);
+	if (flock(r->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+		return TALLY_OK;
+	return errno == EWOULDBLOCK ? TALLY_EBUSY : rocks_errno_code(errno);
 }
 
-/* A read-only open's shared lock on the folder's LOCK file, which a
- * handle that writes holds exclusively while it is open (RocksDB's lock):
- * an open file description's lock, so that it conflicts with RocksDB's
- * in this process too, and outlives RocksDB's closing of its own
- * descriptor. A folder with no LOCK file was never opened to write (a
- * backup): there is nothing to lock, and nothing is created. */
+/* A read-only open also takes a shared lock on the folder's LOCK file
+ * (when it has one), so that a writer that knows only RocksDB's lock (a
+ * process other than tally's, an older tally) neither holds the folder
+ * now nor opens it meanwhile: an open file description's lock, which
+ * conflicts with RocksDB's POSIX lock. Opening and closing LOCK is safe
+ * here: under the folder's shared lock, no handle of this process writes
+ * the folder, so this process holds no RocksDB lock on it to lose. */
 static int ro_lock(rocks *r, const char *path)
 {
 	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	char name[4096];
 
-	r->lock_fd = lock_file_open(path);
+	if (snprintf(name, sizeof name, "%s/LOCK", path) >= (int)sizeof name)
+		return TALLY_EINVAL;
+	r->lock_fd = open(name, O_RDONLY | O_CLOEXEC);
 	if (r->lock_fd < 0)
 		return errno == ENOENT ? TALLY_OK : rocks_errno_code(errno);
 	if (fcntl(r->lock_fd, F_OFD_SETLK, &fl) == 0)
 		return TALLY_OK;
 	return errno == EAGAIN || errno == EACCES ? TALLY_EBUSY
 	                                          : rocks_errno_code(errno);
-}
-
-/* An open that writes, refused before RocksDB's open when another handle
- * holds the folder (RocksDB's own lock, taken later, still decides): a
- * refused RocksDB open has already rotated the info log of the folder it
- * could not have. */
-static int rw_busy_check(const char *path)
-{
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
-	int fd = lock_file_open(path), rc;
-
-	if (fd < 0) /* none, or RocksDB's open reports why */
-		return TALLY_OK;
-	rc = fcntl(fd, F_OFD_GETLK, &fl);
-	close(fd);
-	return rc == 0 && fl.l_type != F_UNLCK ? TALLY_EBUSY : TALLY_OK;
 }
 
 /* Read-only, RocksDB cannot create a column family the folder lacks
@@ -973,8 +971,11 @@ int rocks_open(const char *path, const store_options *so, store **out)
 	}
 	/* Before anything can fail: a close closes the files it holds. */
 	r->lock_fd = -1;
+	r->dir_fd = -1;
 	rocks_jfile_init(r);
-	rc = r->read_only ? ro_lock(r, path) : rw_busy_check(path);
+	rc = folder_lock(r, path, !r->read_only);
+	if (rc == TALLY_OK && r->read_only)
+		rc = ro_lock(r, path);
 	if (rc == TALLY_OK)
 		rc = options_create(r, so);
 	if (rc == TALLY_OK)

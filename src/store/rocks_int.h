@@ -139,9 +139,11 @@ typedef struct rocks {
 	rocksdb_t *db;
 	/* Opened read-only (store_options.read_only): nothing in the folder
 	 * is written, renamed or removed, and lock_fd holds a shared lock on
-	 * its LOCK file (-1: none, or a folder without one). */
+	 * its LOCK file (-1: none, or a folder without one). dir_fd: the
+	 * folder, whose flock() is the handle's (rocks.c, folder_lock()). */
 	int read_only;
 	int lock_fd;
+	int dir_fd;
 	store_vt vt_ro;      /* read-only: rocks_vt with the writes refused */
 	rocksdb_options_t *db_opts;
 	rocksdb_options_t *cf_opts[CF_COUNT];

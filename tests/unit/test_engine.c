@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -2160,6 +2161,28 @@ static uint64_t folder_sig(const char *dir)
 	return folder_sig_acc;
 }
 
+/* Whether a process other than this one finds a write lock on dir/LOCK
+ * (POSIX locks are per process: the child asks). */
+static int lock_held_elsewhere(const char *dir)
+{
+	char name[PATH_MAX];
+	int status = 0;
+	pid_t pid;
+
+	snprintf(name, sizeof name, "%s/LOCK", dir);
+	pid = fork();
+	if (pid == 0) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		int fd = open(name, O_RDWR);
+
+		_exit(fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 &&
+		      fl.l_type == F_WRLCK ? 0 : 1);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 /* A read-only handle reads everything and writes nothing: every write
  * call is refused with TALLY_EREADONLY, and the folder's files (names,
  * sizes, times, bytes) are the same after it is closed. Read-only
@@ -2177,11 +2200,13 @@ static void test_read_only_handle_reads_and_writes_nothing(void **state)
 	tally_entry recs[8];
 	tally_history_entry hist[8];
 	scan_list l = { 0 };
-	char missing[PATH_MAX];
+	char missing[PATH_MAX], copy[PATH_MAX], lockname[PATH_MAX + 8];
 	int64_t at = 0, v = 0;
 	uint64_t sig;
 	size_t n = 0;
 
+	snprintf(copy, sizeof copy, "%s/copy", f->dir);
+	snprintf(lockname, sizeof lockname, "%s/LOCK", copy);
 	add_ok(f->t, &ev);
 	ev.member = 10;
 	add_ok(f->t, &ev);
@@ -2189,6 +2214,12 @@ static void test_read_only_handle_reads_and_writes_nothing(void **state)
 	CHECK_OK(tally_type_add(f->t, "vote", TALLY_MODE_UNIQUE));
 	CHECK_RC(tally_open(f->db, &ro, &r), TALLY_EBUSY);
 	assert_null(r);
+	CHECK_RC(tally_open(f->db, &f->opts, &w), TALLY_EBUSY);
+	/* Neither refusal let go of RocksDB's lock, a POSIX lock of this
+	 * process that any close of LOCK here would drop: another process
+	 * still finds it. */
+	CHECK_TRUE(lock_held_elsewhere(f->db));
+	CHECK_OK(tally_backup(f->t, copy));
 	tally_closep(&f->t);
 	sig = folder_sig(f->db);
 
@@ -2235,6 +2266,17 @@ static void test_read_only_handle_reads_and_writes_nothing(void **state)
 	CHECK_OK(tally_sync(r));
 	tally_closep(&r);
 	CHECK_U64(folder_sig(f->db), sig);
+
+	/* A backup has no LOCK file: the folder's own lock still keeps
+	 * a writer out while it is read, and a reader out while written. */
+	CHECK_RC(access(lockname, F_OK), -1);
+	CHECK_OK(tally_open(copy, &ro, &r));
+	CHECK_RC(tally_open(copy, &f->opts, &w), TALLY_EBUSY);
+	CHECK_I64(count_of(r, "article", "like", 5), 2);
+	tally_closep(&r);
+	CHECK_OK(tally_open(copy, &f->opts, &w));
+	CHECK_RC(tally_open(copy, &ro, &r), TALLY_EBUSY);
+	tally_closep(&w);
 
 	snprintf(missing, sizeof missing, "%s/none", f->dir);
 	CHECK_RC(tally_open(missing, &ro, &r), TALLY_ENOTFOUND);
