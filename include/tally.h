@@ -169,7 +169,9 @@ enum tally_open_flags {
 	 *  nothing is checkpointed, flushed or compacted. Every read works.
 	 *  Every write returns TALLY_EREADONLY (tally_add(), tally_incrby(),
 	 *  tally_write_async(), tally_counter_add(), tally_type_add() of a
-	 *  new type, tally_compact(), tally_backup(), ...). Implies
+	 *  new type, tally_compact(), ...). tally_backup() copies the
+	 *  folder's files as they are (nothing writes them meanwhile), what
+	 *  a crash left included, for the copy's first open to replay. Implies
 	 *  TALLY_OPEN_NO_CREATE. Any number of read-only handles may hold a
 	 *  folder at once, in any processes; none while a handle that
 	 *  writes holds it, and no handle that writes opens it while one
@@ -854,8 +856,9 @@ typedef struct tally_stats {
 TALLY_API int tally_stats_get(tally *t, tally_stats *out);
 
 /**
- * Write a consistent copy of the database (a RocksDB checkpoint) into a new
- * folder, while the handle keeps serving. The copy opens with tally_open().
+ * Write a consistent copy of the database (a RocksDB checkpoint; on a
+ * read-only handle, a copy of the folder's files) into a new folder, while
+ * the handle keeps serving. The copy opens with tally_open().
  * It is made in the folder dir + TALLY_BACKUP_PARTIAL, then renamed to
  * dir, so a failure (a disk full) or a crash never leaves dir with part of
  * the data in it: a failure removes the partial folder; a crash leaves it,

@@ -156,9 +156,9 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 	        "server at %s:%d for the backup\n", dir, ctx->host, ctx->port);
 	rc = client_open(&c, ctx);
 	if (rc == CLI_UNREACHABLE)
-		fprintf(stderr, "tally: if no tallyd serves %s, another tally "
-		        "command (import, export, stats) holds it: run the "
-		        "backup once it is done\n", dir);
+		fprintf(stderr, "tally: if no tallyd serves %s, a tally import "
+		        "is writing it: run the backup once it is done\n",
+		        dir);
 	if (rc != CLI_OK)
 		return rc;
 	rc = same_server(&c, dir, backups, sizeof backups);
@@ -209,7 +209,11 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		return rc;
 	/* A bare name may go into the server's --backup-dir: it checks its
 	 * own target. */
-	rc = offline_open(dir, 0, NULL, &t, &busy);
+	/* Read-only: the folder's files are copied as they are, and stay
+	 * so; readers (stats, export, other backups) may share it. */
+	rc = offline_open(dir, 0, &(tally_options){
+	                          .flags = TALLY_OPEN_READ_ONLY },
+	                  &t, &busy);
 	if (busy)
 		return backup_remote(ctx, dir, out);
 	if (rc != CLI_OK)

@@ -50,8 +50,8 @@ int offline_open(const char *dir, int create, const tally_options *opts,
 		        "command%s) is running on it. Stop it first, or ask the "
 		        "running server with the client commands (tally -h HOST "
 		        "-p PORT ...).\n", dir,
-		        o.flags & TALLY_OPEN_READ_ONLY ? " that writes: import, "
-		        "backup" : "");
+		        o.flags & TALLY_OPEN_READ_ONLY ? " that writes: import"
+		        : "");
 		return CLI_ERR;
 	}
 	if (rc == TALLY_ENOTFOUND && create)

@@ -151,7 +151,8 @@ static const cli_cmd commands[] = {
 	{ "backup", cmd_backup, 1, 1, { "data=" }, "--data DIR OUT",
 	  "offline: consistent copy of a data folder",
 	  "Writes a consistent copy of DIR into the new folder OUT (which must\n"
-	  "not exist). If tallyd is running on DIR, asks the server at -h/-p to\n"
+	  "not exist): DIR's files, with DIR opened read-only (no file in it\n"
+	  "changes). If tallyd is running on DIR, asks the server at -h/-p to\n"
 	  "write it instead (TALLY.BACKUP, with OUT made absolute: the path is\n"
 	  "on the server's machine; a bare name goes into the server's\n"
 	  "--backup-dir when it has one). The copy opens with --data OUT.\n" },

@@ -1591,9 +1591,6 @@ int tally_backup(tally *t, const char *dir)
 
 	if (t == NULL || dir == NULL || dir[0] == '\0')
 		return TALLY_EINVAL;
-	/* A copy is a RocksDB checkpoint, which flushes the memtables. */
-	if (t->read_only)
-		return TALLY_EREADONLY;
 	/* Async mode: fold cells and flush first, so the copy holds every
 	 * write acknowledged before the call. */
 	rc = tally_sync(t);

@@ -601,40 +601,53 @@ static int backup_rename(const char *tmp, const char *dir)
 	return errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
 }
 
+#define BACKUP_PATH_MAX 4096
+
 _Static_assert(TALLY_BACKUP_NAME_MAX + sizeof TALLY_BACKUP_PARTIAL - 1 ==
                NAME_MAX, "a backup's folder name leaves room for the suffix");
 
 /* The copy is made whole under a name of its own, then renamed: a
  * failure (a disk full while the journal is copied) or a crash never
  * leaves dir holding a part of the data that opens as if it were all. */
-static int rocks_backup(store *s, const char *path)
+/* A backup's folder (dir) and the name it is made under (tmp), from the
+ * path asked for; TALLY_EIO when either is there already. */
+static int backup_names(const char *path, char dir[BACKUP_PATH_MAX],
+                        char tmp[BACKUP_PATH_MAX])
 {
-	rocks *r = (rocks *)s;
-	char dir[4096], tmp[4096];
-	char *err = NULL;
-	rocksdb_checkpoint_t *cp;
 	struct stat st;
 	const char *name;
 	size_t len = strlen(path);
-	int rc;
 
 	/* "out/" names the folder "out": the suffix goes after its name. */
 	while (len > 1 && path[len - 1] == '/')
 		len--;
-	if (len == 0 || len >= sizeof dir)
+	if (len == 0 || len >= BACKUP_PATH_MAX)
 		return TALLY_EINVAL;
 	memcpy(dir, path, len);
 	dir[len] = '\0';
 	name = strrchr(dir, '/');
 	name = name != NULL ? name + 1 : dir;
 	if (strlen(name) > TALLY_BACKUP_NAME_MAX ||
-	    snprintf(tmp, sizeof tmp, "%s" TALLY_BACKUP_PARTIAL, dir) >=
-	    (int)sizeof tmp)
+	    snprintf(tmp, BACKUP_PATH_MAX, "%s" TALLY_BACKUP_PARTIAL, dir) >=
+	    BACKUP_PATH_MAX)
 		return TALLY_EINVAL;
 	/* Neither is touched when there: the partial one may be of a backup
 	 * still running in another process. */
 	if (lstat(dir, &st) == 0 || lstat(tmp, &st) == 0)
 		return TALLY_EIO;
+	return TALLY_OK;
+}
+
+static int rocks_backup(store *s, const char *path)
+{
+	rocks *r = (rocks *)s;
+	char dir[BACKUP_PATH_MAX], tmp[BACKUP_PATH_MAX];
+	char *err = NULL;
+	rocksdb_checkpoint_t *cp;
+	int rc = backup_names(path, dir, tmp);
+
+	if (rc != TALLY_OK)
+		return rc;
 	cp = rocksdb_checkpoint_object_create(r->db, &err);
 	if (err)
 		return rocks_err(err);
@@ -790,11 +803,75 @@ static int ro_sync(store *s)
 	return TALLY_OK;
 }
 
+/* Copy the folder's regular files into tmp, but for the lock, RocksDB's
+ * info logs and tally's own files (the journal, copied to its records'
+ * end by rocks_jfile_copy(), and a probe). */
+static int ro_copy_files(rocks *r, const char *tmp)
+{
+	int dfd = openat(r->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
+	int rc = TALLY_OK;
+
+	if (d == NULL) {
+		rc = rocks_errno_code(errno);
+		if (dfd >= 0)
+			close(dfd);
+		return rc;
+	}
+	while (rc == TALLY_OK && (errno = 0, e = readdir(d)) != NULL) {
+		char to[BACKUP_PATH_MAX];
+		struct stat st;
+		int fd;
+
+		if (strcmp(e->d_name, "LOCK") == 0 ||
+		    strncmp(e->d_name, "LOG", 3) == 0 ||
+		    strncmp(e->d_name, "tally-", 6) == 0 ||
+		    fstatat(dirfd(d), e->d_name, &st,
+		            AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (snprintf(to, sizeof to, "%s/%s", tmp, e->d_name) >=
+		    (int)sizeof to)
+			rc = TALLY_EINVAL;
+		else if ((fd = openat(dirfd(d), e->d_name,
+		                      O_RDONLY | O_CLOEXEC)) < 0)
+			rc = rocks_errno_code(errno);
+		else {
+			rc = rocks_copy_file(fd, (uint64_t)st.st_size, to);
+			close(fd);
+		}
+	}
+	if (rc == TALLY_OK && errno != 0)
+		rc = rocks_errno_code(errno);
+	closedir(d);
+	return rc;
+}
+
+/* A read-only handle's backup is a copy of the folder's files: under its
+ * locks nothing writes the folder, so they are consistent as they lie,
+ * and the copy opens as the folder would (replaying what a crash left).
+ * RocksDB's checkpoint would flush the memtables. */
 static int ro_backup(store *s, const char *path)
 {
-	(void)s;
-	(void)path;
-	return TALLY_EREADONLY;
+	rocks *r = (rocks *)s;
+	char dir[BACKUP_PATH_MAX], tmp[BACKUP_PATH_MAX];
+	int rc = backup_names(path, dir, tmp);
+
+	if (rc != TALLY_OK)
+		return rc;
+	if (mkdir(tmp, 0755) != 0)
+		return errno == EEXIST ? TALLY_EIO : rocks_errno_code(errno);
+	rc = ro_copy_files(r, tmp);
+	if (rc == TALLY_OK)
+		rc = rocks_jfile_copy(r, tmp); /* and syncs tmp */
+	if (rc == TALLY_OK)
+		rc = backup_rename(tmp, dir);
+	if (rc != TALLY_OK) {
+		backup_discard(tmp);
+		return rc;
+	}
+	return parent_sync(dir);
 }
 
 static int ro_compact(store *s)

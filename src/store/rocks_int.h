@@ -336,8 +336,10 @@ void rocks_jfile_turn(rocks *r);
 /* Pause (1) or resume (0), counted: while any backup holds a pause,
  * appends return ROCKS_JF_FULL and the files hold still. */
 void rocks_jfile_pause(rocks *r, int paused);
-/* Copy both files' records into dir (paused only). */
+/* Copy both files' records into dir (paused, or read-only). */
 int rocks_jfile_copy(rocks *r, const char *dir);
+/* Copy len bytes of from into a new file to, and fsync it. */
+int rocks_copy_file(int from, uint64_t len, const char *to);
 /* covered: every record is below a durable checkpoint; empty the files. */
 void rocks_jfile_close(rocks *r, int covered);
 

@@ -547,7 +547,7 @@ void rocks_jfile_pause(rocks *r, int paused)
 	pthread_mutex_unlock(&r->jf.mu);
 }
 
-static int copy_file(int from, uint64_t len, const char *to)
+int rocks_copy_file(int from, uint64_t len, const char *to)
 {
 	uint8_t *buf = malloc(JF_ZEROS);
 	uint64_t off = 0;
@@ -581,8 +581,9 @@ int rocks_jfile_copy(rocks *r, const char *dir)
 	rocks_jfile *jf = &r->jf;
 	int rc = TALLY_OK;
 
-	/* Paused: the committer writes neither file, so their ends hold. */
-	assert(jf->paused);
+	/* Paused, or read-only: nothing writes either file, so their ends
+	 * hold. */
+	assert(jf->paused || r->read_only);
 	for (int i = 0; i < ROCKS_JF_FILES && rc == TALLY_OK; i++) {
 		char name[4096];
 
@@ -590,7 +591,7 @@ int rocks_jfile_copy(rocks *r, const char *dir)
 			continue;
 		rc = jf_name(name, sizeof name, dir, i);
 		if (rc == TALLY_OK)
-			rc = copy_file(jf->fd[i], jf->end[i], name);
+			rc = rocks_copy_file(jf->fd[i], jf->end[i], name);
 	}
 	if (rc == TALLY_OK)
 		rc = rocks_dir_sync(dir);

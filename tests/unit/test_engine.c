@@ -2185,7 +2185,8 @@ static int lock_held_elsewhere(const char *dir)
 
 /* A read-only handle reads everything and writes nothing: every write
  * call is refused with TALLY_EREADONLY, and the folder's files (names,
- * sizes, times, bytes) are the same after it is closed. Read-only
+ * sizes, times, bytes) are the same after it is closed, a backup made
+ * through it included. Read-only
  * handles share a folder with each other, never with one that writes,
  * in either order; a missing folder is not created. */
 static void test_read_only_handle_reads_and_writes_nothing(void **state)
@@ -2200,12 +2201,14 @@ static void test_read_only_handle_reads_and_writes_nothing(void **state)
 	tally_entry recs[8];
 	tally_history_entry hist[8];
 	scan_list l = { 0 };
-	char missing[PATH_MAX], copy[PATH_MAX], lockname[PATH_MAX + 8];
+	char missing[PATH_MAX], copy[PATH_MAX], copy2[PATH_MAX];
+	char lockname[PATH_MAX + 8];
 	int64_t at = 0, v = 0;
 	uint64_t sig;
 	size_t n = 0;
 
 	snprintf(copy, sizeof copy, "%s/copy", f->dir);
+	snprintf(copy2, sizeof copy2, "%s/copy2", f->dir);
 	snprintf(lockname, sizeof lockname, "%s/LOCK", copy);
 	add_ok(f->t, &ev);
 	ev.member = 10;
@@ -2251,13 +2254,21 @@ static void test_read_only_handle_reads_and_writes_nothing(void **state)
 	CHECK_RC(tally_type_add(r, "vote", TALLY_MODE_TOTAL),
 	         TALLY_ETYPEEXISTS);
 	CHECK_RC(tally_compact(r), TALLY_EREADONLY);
-	CHECK_RC(tally_backup(r, f->dir), TALLY_EREADONLY);
 	CHECK_OK(tally_sync(r));
 	CHECK_I64(count_of(r, "article", "like", 5), 2);
 	CHECK_I64(get_of(r, "c"), 7);
+	/* A backup copies the files: the copy opens to write, whole. */
+	CHECK_OK(tally_backup(r, copy2));
+	CHECK_RC(tally_backup(r, copy2), TALLY_EIO);
 	tally_closep(&r);
 	tally_closep(&r2);
 	CHECK_U64(folder_sig(f->db), sig);
+	CHECK_OK(tally_open(copy2, &f->opts, &w));
+	CHECK_I64(count_of(w, "article", "like", 5), 2);
+	CHECK_I64(get_of(w, "c"), 7);
+	ev.member = 12;
+	CHECK_I64(add_ok(w, &ev), 3);
+	tally_closep(&w);
 
 	/* Async durability: its cells and flushes write nothing either. */
 	ro.durability = TALLY_DURABILITY_ASYNC;
