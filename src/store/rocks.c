@@ -638,6 +638,20 @@ static int backup_names(const char *path, char dir[BACKUP_PATH_MAX],
 	return TALLY_OK;
 }
 
+/* The copy made in tmp (rc TALLY_OK), renamed to dir; or, rc or the rename
+ * failing, removed. */
+static int backup_finish(const char *tmp, const char *dir, int rc)
+{
+	if (rc == TALLY_OK)
+		rc = backup_rename(tmp, dir);
+	if (rc != TALLY_OK) {
+		backup_discard(tmp);
+		return rc;
+	}
+	/* Whole from here: a failed sync leaves it, and says so. */
+	return parent_sync(dir);
+}
+
 static int rocks_backup(store *s, const char *path)
 {
 	rocks *r = (rocks *)s;
@@ -676,14 +690,7 @@ static int rocks_backup(store *s, const char *path)
 	}
 	rc = rocks_jfile_copy(r, tmp);
 	rocks_jfile_pause(r, 0);
-	if (rc == TALLY_OK)
-		rc = backup_rename(tmp, dir);
-	if (rc != TALLY_OK) {
-		backup_discard(tmp);
-		return rc;
-	}
-	/* Whole from here: a failed sync leaves it, and says so. */
-	return parent_sync(dir);
+	return backup_finish(tmp, dir, rc);
 }
 
 static int rocks_compact(store *s)
@@ -865,13 +872,7 @@ static int ro_backup(store *s, const char *path)
 	rc = ro_copy_files(r, tmp);
 	if (rc == TALLY_OK)
 		rc = rocks_jfile_copy(r, tmp); /* and syncs tmp */
-	if (rc == TALLY_OK)
-		rc = backup_rename(tmp, dir);
-	if (rc != TALLY_OK) {
-		backup_discard(tmp);
-		return rc;
-	}
-	return parent_sync(dir);
+	return backup_finish(tmp, dir, rc);
 }
 
 static int ro_compact(store *s)
