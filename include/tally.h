@@ -171,7 +171,10 @@ enum tally_open_flags {
 	 *  tally_write_async(), tally_counter_add(), tally_type_add() of a
 	 *  new type, tally_compact(), ...). tally_backup() copies the
 	 *  folder's files as they are (nothing writes them meanwhile), what
-	 *  a crash left included, for the copy's first open to replay. Implies
+	 *  a crash left included, for the copy's first open to replay; its
+	 *  table files are hard-linked when the copy is on the same
+	 *  writable file system, as RocksDB's checkpoint does (their link
+	 *  count changes, not their bytes). Implies
 	 *  TALLY_OPEN_NO_CREATE. Any number of read-only handles may hold a
 	 *  folder at once, in any processes; none while a handle that
 	 *  writes holds it, and no handle that writes opens it while one

@@ -810,6 +810,17 @@ static int ro_sync(store *s)
 	return TALLY_OK;
 }
 
+/* A table file is never changed once written: it is linked into the copy,
+ * as RocksDB's checkpoint does, where the file system allows (the same
+ * one, writable). Whether it was. */
+static int sst_link(int dfd, const char *name, const char *to)
+{
+	size_t len = strlen(name);
+
+	return len > 4 && strcmp(name + len - 4, ".sst") == 0 &&
+	       linkat(dfd, name, AT_FDCWD, to, 0) == 0;
+}
+
 /* Copy the folder's regular files into tmp, but for the lock, RocksDB's
  * info logs and tally's own files (the journal, copied to its records'
  * end by rocks_jfile_copy(), and a probe). */
@@ -841,6 +852,8 @@ static int ro_copy_files(rocks *r, const char *tmp)
 		if (snprintf(to, sizeof to, "%s/%s", tmp, e->d_name) >=
 		    (int)sizeof to)
 			rc = TALLY_EINVAL;
+		else if (sst_link(dirfd(d), e->d_name, to))
+			continue;
 		else if ((fd = openat(dirfd(d), e->d_name,
 		                      O_RDONLY | O_CLOEXEC)) < 0)
 			rc = rocks_errno_code(errno);
@@ -855,10 +868,11 @@ static int ro_copy_files(rocks *r, const char *tmp)
 	return rc;
 }
 
-/* A read-only handle's backup is a copy of the folder's files: under its
- * locks nothing writes the folder, so they are consistent as they lie,
- * and the copy opens as the folder would (replaying what a crash left).
- * RocksDB's checkpoint would flush the memtables. */
+/* A read-only handle's backup is a copy of the folder's files (its table
+ * files linked): under its locks nothing writes the folder, so they are
+ * consistent as they lie, and the copy opens as the folder would
+ * (replaying what a crash left). RocksDB's checkpoint would flush the
+ * memtables. */
 static int ro_backup(store *s, const char *path)
 {
 	rocks *r = (rocks *)s;
