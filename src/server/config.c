@@ -1,7 +1,9 @@
 /* config.c: tallyd's command-line flags, their defaults and limits, the
  * protected-mode rule, logging and the password check. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,12 +100,6 @@ static int num(const char *flag, const char *v, uint64_t lo, uint64_t hi,
 	}
 	*out = x;
 	return 0;
-}
-
-static int is_loopback(const char *addr)
-{
-	return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
-	       strcmp(addr, "localhost") == 0;
 }
 
 /* Every flag that takes a value (flag_set() handles each): a flag given
@@ -242,7 +238,7 @@ static int config_check(const srv_config *c)
 		        "address (or localhost)\n", c->bind);
 		return -1;
 	}
-	if (!is_loopback(c->bind) && c->requirepass == NULL) {
+	if (srv_addr_kind(&ss) != SRV_ADDR_LOOPBACK && c->requirepass == NULL) {
 		fprintf(stderr, "tallyd: refusing to listen on %s without a "
 		        "password (protected mode). Anyone who can reach this "
 		        "address could change your counts. Either set "
@@ -394,6 +390,27 @@ int srv_addr_parse(const char *host, int port, struct sockaddr_storage *ss)
 	if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
 		return 0;
 	return -1;
+}
+
+int srv_addr_kind(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr);
+
+		return a == INADDR_ANY ? SRV_ADDR_ANY :
+		       (a >> 24) == 127 ? SRV_ADDR_LOOPBACK : SRV_ADDR_OTHER;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a =
+			&((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+		if (IN6_IS_ADDR_UNSPECIFIED(a))
+			return SRV_ADDR_ANY;
+		if (IN6_IS_ADDR_LOOPBACK(a) ||
+		    (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127))
+			return SRV_ADDR_LOOPBACK;
+	}
+	return SRV_ADDR_OTHER;
 }
 
 int config_parse(srv_config *c, int argc, char **argv)

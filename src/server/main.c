@@ -46,13 +46,27 @@ static void banner(const srv *s)
 {
 	const srv_config *c = &s->cfg;
 	/* Where a client on this machine reaches the listeners: a wildcard
-	 * address is no address to connect to; IPv6 goes in brackets in a
-	 * URL; redis-cli needs -h for any host but its default. */
-	const char *host = !strcmp(c->bind, "0.0.0.0") ? "127.0.0.1" :
-	                   !strcmp(c->bind, "::") ? "::1" : c->bind;
-	int v6 = strchr(host, ':') != NULL;
+	 * address (in any spelling) is no address to connect to; IPv6 goes
+	 * in brackets in a URL, its zone's '%' written "%25" (RFC 6874);
+	 * redis-cli needs -h for any host but its default. */
+	struct sockaddr_storage ss;
 	int bind6 = strchr(c->bind, ':') != NULL;
+	int any = srv_addr_parse(c->bind, 0, &ss) == 0 &&
+	          srv_addr_kind(&ss) == SRV_ADDR_ANY;
+	const char *host = !any ? c->bind : bind6 ? "::1" : "127.0.0.1";
+	int v6 = strchr(host, ':') != NULL;
 	int h_flag = strcmp(host, "127.0.0.1") != 0;
+	char url_host[192];
+	size_t u = 0;
+
+	for (const char *p = host; *p != '\0' && u + 4 < sizeof url_host; p++) {
+		url_host[u++] = *p;
+		if (*p == '%') {
+			url_host[u++] = '2';
+			url_host[u++] = '5';
+		}
+	}
+	url_host[u] = '\0';
 
 	printf("tallyd %s: data %s, durability %s, %d I/O thread%s\n",
 	       TALLY_VERSION_STRING, c->data_dir,
@@ -69,7 +83,7 @@ static void banner(const srv *s)
 		printf("  HTTP on %s%s%s:%d    "
 		       "try:     curl http://%s%s%s:%d/healthz\n",
 		       bind6 ? "[" : "", c->bind, bind6 ? "]" : "",
-		       c->http_port, v6 ? "[" : "", host,
+		       c->http_port, v6 ? "[" : "", url_host,
 		       v6 ? "]" : "", c->http_port);
 	printf("  stop with Ctrl-C or SIGTERM\n");
 	fflush(stdout);

@@ -65,6 +65,11 @@ int config_parse(srv_config *cfg, int argc, char **argv);
 /* --bind's address (IPv4, IPv6 with an optional %zone, or "localhost")
  * and a port into ss: 0, or -1 when host is no address. */
 int srv_addr_parse(const char *host, int port, struct sockaddr_storage *ss);
+/* What a parsed address is to clients: SRV_ADDR_LOOPBACK (127/8, ::1, or
+ * 127/8 mapped into IPv6), SRV_ADDR_ANY (the wildcard, in any spelling:
+ * "0.0.0.0", "::", "::0"), or SRV_ADDR_OTHER. */
+enum { SRV_ADDR_OTHER, SRV_ADDR_LOOPBACK, SRV_ADDR_ANY };
+int srv_addr_kind(const struct sockaddr_storage *ss);
 void srv_log(const srv_config *cfg, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

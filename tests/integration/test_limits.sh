@@ -124,14 +124,17 @@ refused "a --data that is a symbolic link to nothing is refused, and said to be 
 	"tallyd: --data $TMP/dangling is a symbolic link to nothing" --data "$TMP/dangling"
 
 section "the banner's connect hints work as printed"
-# banner_try DESC BIND: start tallyd on BIND (not through start_tallyd,
-# whose readiness check connects to 127.0.0.1), then run the redis-cli and
-# curl lines of its banner as they are printed.
+# banner_try DESC BIND [PASS]: start tallyd on BIND (not through
+# start_tallyd, whose readiness check connects to 127.0.0.1), with
+# --requirepass PASS if given, then run the redis-cli and curl lines of its
+# banner as they are printed (PASS for the banner's PASSWORD).
 banner_try() {
-	local desc=$1 bind=$2 log=$TMP/banner.$2.log pid line i rc=0
+	local desc=$1 bind=$2 pass=${3:-} log=$TMP/banner.$2.log pid line i rc=0
+	local auth=()
+	[ -z "$pass" ] || auth=(--requirepass "$pass")
 	: >"$log"
 	"$TALLYD" --data "$TMP/banner" --bind "$bind" --resp-port "$(pick_port)" \
-		--http-port "$(pick_port)" >"$log" 2>&1 &
+		--http-port "$(pick_port)" "${auth[@]}" >"$log" 2>&1 &
 	pid=$!
 	TALLYD_PIDS+=("$pid")
 	for ((i = 0; i < 300; i++)); do
@@ -140,6 +143,7 @@ banner_try() {
 		sleep 0.1
 	done
 	line=$(grep -o 'connect: redis-cli.*' "$log" | sed 's/^connect: //') || true
+	[ -z "$pass" ] || line="${line/PASSWORD/$pass} --no-auth-warning"
 	[ -n "$line" ] || line="false (no banner; log: $(head -c 300 "$log"))"
 	assert_eq "$desc: redis-cli as the banner says answers" "PONG" \
 		"$(timeout 10 $line ping 2>&1)"
@@ -155,6 +159,23 @@ banner_try() {
 banner_try "--bind 127.0.0.2" 127.0.0.2
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
 	banner_try "--bind ::1" ::1
+	# The wildcard in another spelling: the hints name the loopback.
+	banner_try "--bind ::0" ::0 pw
+	# IPv4 loopback mapped into IPv6 is loopback: no password needed.
+	banner_try "--bind ::ffff:127.0.0.1" ::ffff:127.0.0.1
+	# A link-local address with its zone: curl's URL writes the zone's
+	# '%' as %25.
+	ll=$(awk '$4 == "20" && $6 != "lo" { print $1, $6; exit }' \
+		/proc/net/if_inet6 2>/dev/null) || true
+	if [ -n "$ll" ]; then
+		ll=$(python3 -c 'import ipaddress, sys
+print("%s%%%s" % (ipaddress.IPv6Address(bytes.fromhex(sys.argv[1])), sys.argv[2]))' $ll)
+		banner_try "--bind $ll" "$ll" pw
+		assert_contains "... whose curl line escapes the zone" \
+			"$(cat "$TMP/banner.$ll.log")" "%25"
+	else
+		say "(no link-local IPv6 address here: a zoned --bind left out)"
+	fi
 else
 	say "(no IPv6 loopback here: --bind ::1 left out)"
 fi
@@ -166,6 +187,10 @@ assert_ne "--bind 0.0.0.0 without a password: refuses to start" "0" "$rc"
 assert_ne "... and did not time out (it exits at once)" "124" "$rc"
 assert_contains "the message mentions protected mode" "$out" "protected mode"
 assert_contains "the message mentions --requirepass" "$out" "--requirepass"
+out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0:0::0 --resp-port "$(pick_port)" \
+	--http-port "$(pick_port)" 2>&1) && rc=0 || rc=$?
+assert_contains "--bind 0:0::0 (the wildcard) without a password: refused" "$out" \
+	"protected mode"
 out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 0.0.0.0 --requirepass '' 2>&1) && rc=0 || rc=$?
 assert_ne "an empty --requirepass is refused" "0" "$rc"
 out=$(timeout 20 "$TALLYD" --data "$TMP/pm" --bind 127.0.0.300 2>&1) && rc=0 || rc=$?
