@@ -123,13 +123,11 @@ for ((i = 1; i <= BACKUPS; i++)); do
 		out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.late" 2>&1) || true
 		assert_contains "the checker fails a copy missing acknowledged writes" \
 			"$out" "outside ["
-		lone=$(rcli TALLY.RECENT bkart bkfav 1 LIMIT 1 | head -n 3 | tail -n 1)
-		if [ "$lone" == "add" ]; then
-			member=$(rcli TALLY.RECENT bkart bkfav 1 LIMIT 1 | head -n 1)
-			rcli TALLY.REMOVE bkart bkfav 1 "$member" >/dev/null
-		else
-			rcli TALLY.ADD bkart view 1 1 >/dev/null
-		fi
+		# Views of 6: the load adds 1 to 5 at a time, so no prefix,
+		# nor a prefix and the next event, holds these. (Taking back
+		# the newest like, as before, was thread 0's next step once in
+		# some hundred runs, which the checker rightly let pass.)
+		rcli TALLY.ADD bkart view 1 1 DELTA 6 >/dev/null
 		out=$("$LOAD" verify "$T_RESP" "$J" "$THREADS" "$TMP/bounds.$i" 2>&1) || true
 		assert_contains "the checker fails a copy with one write more" \
 			"$out" "FAIL thread 0: the copy is no prefix"
