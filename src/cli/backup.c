@@ -207,13 +207,13 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 
 	if (rc != CLI_OK)
 		return rc;
-	/* A bare name may go into the server's --backup-dir: it checks its
-	 * own target. */
 	/* Read-only: the folder's files are copied as they are, and stay
 	 * so; readers (stats, export, other backups) may share it. */
 	rc = offline_open(dir, 0, &(tally_options){
 	                          .flags = TALLY_OPEN_READ_ONLY },
 	                  &t, &busy);
+	/* A bare name may go into the server's --backup-dir: it checks its
+	 * own target. */
 	if (busy)
 		return backup_remote(ctx, dir, out);
 	if (rc != CLI_OK)

@@ -91,11 +91,11 @@ static const cli_cmd commands[] = {
 	  "--data DIR [--progress]",
 	  "offline: what a data folder holds",
 	  "Opens the data folder read-only (tallyd must not be running on it;\n"
-	  "no file in it changes) and prints\n"
-	  "its size on disk, the newest event number, the counting types, and\n"
-	  "the events and objects per content type and counting type, counted\n"
-	  "by scanning every event. Progress goes to stderr every 1M events\n"
-	  "when stderr is a terminal, or always with --progress.\n" },
+	  "no file in it changes) and prints its size on disk, the newest\n"
+	  "event number, the counting types, and the events and objects per\n"
+	  "content type and counting type, counted by scanning every event.\n"
+	  "Progress goes to stderr every 1M events when stderr is a terminal,\n"
+	  "or always with --progress.\n" },
 	{ "export", cmd_export, 1, 1, { "data=", "ctype=", "progress" },
 	  "--data DIR [--ctype NAME] [--progress] OUT",
 	  "offline: write events as 24-byte reference records",

@@ -606,9 +606,6 @@ static int backup_rename(const char *tmp, const char *dir)
 _Static_assert(TALLY_BACKUP_NAME_MAX + sizeof TALLY_BACKUP_PARTIAL - 1 ==
                NAME_MAX, "a backup's folder name leaves room for the suffix");
 
-/* The copy is made whole under a name of its own, then renamed: a
- * failure (a disk full while the journal is copied) or a crash never
- * leaves dir holding a part of the data that opens as if it were all. */
 /* A backup's folder (dir) and the name it is made under (tmp), from the
  * path asked for; TALLY_EIO when either is there already. */
 static int backup_names(const char *path, char dir[BACKUP_PATH_MAX],
@@ -639,7 +636,10 @@ static int backup_names(const char *path, char dir[BACKUP_PATH_MAX],
 }
 
 /* The copy made in tmp (rc TALLY_OK), renamed to dir; or, rc or the rename
- * failing, removed. */
+ * failing, removed. The copy is made whole under a name of its own, then
+ * renamed: a failure (a disk full while the journal is copied) or a crash
+ * never leaves dir holding a part of the data that opens as if it were
+ * all. */
 static int backup_finish(const char *tmp, const char *dir, int rc)
 {
 	if (rc == TALLY_OK)
@@ -977,6 +977,9 @@ static int folder_lock(rocks *r, const char *path, int exclusive)
 		return errno == ENOENT ? TALLY_ENOTFOUND
 		                       : rocks_errno_code(errno);
 	if (flock(r->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+		return TALLY_OK;
+	/* A file system without flock(): RocksDB's lock alone, as before. */
+	if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL)
 		return TALLY_OK;
 	return errno == EWOULDBLOCK ? TALLY_EBUSY : rocks_errno_code(errno);
 }
