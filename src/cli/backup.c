@@ -241,8 +241,9 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 	if (rc == TALLY_EIO) {
 		/* Not tally_strerror(): it speaks of the store's own disk,
 		 * which served the copy. */
-		fprintf(stderr, "tally: backup of %s failed: I/O error writing "
-		        "%s (the parent of OUT must exist and be writable, and "
+		fprintf(stderr, "tally: backup of %s failed: I/O error reading "
+		        "it or writing %s (the parent of OUT must exist and be "
+		        "writable, and "
 		        "neither OUT nor OUT" TALLY_BACKUP_PARTIAL ", which an "
 		        "interrupted backup leaves, may exist; %s is "
 		        "unchanged)\n", dir, out, dir);

@@ -844,13 +844,17 @@ static int ro_copy_files(rocks *r, const char *tmp)
 
 		if (strcmp(e->d_name, "LOCK") == 0 ||
 		    strncmp(e->d_name, "LOG", 3) == 0 ||
-		    strncmp(e->d_name, "tally-", 6) == 0 ||
-		    fstatat(dirfd(d), e->d_name, &st,
-		            AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode))
+		    strncmp(e->d_name, "tally-", 6) == 0)
 			continue;
-		if (snprintf(to, sizeof to, "%s/%s", tmp, e->d_name) >=
-		    (int)sizeof to)
+		/* A file left out unseen would be a copy that does not
+		 * open, reported whole. */
+		if (fstatat(dirfd(d), e->d_name, &st,
+		            AT_SYMLINK_NOFOLLOW) != 0)
+			rc = rocks_errno_code(errno);
+		else if (!S_ISREG(st.st_mode))
+			continue;
+		else if (snprintf(to, sizeof to, "%s/%s", tmp, e->d_name) >=
+		         (int)sizeof to)
 			rc = TALLY_EINVAL;
 		else if (sst_link(dirfd(d), e->d_name, to))
 			continue;
@@ -978,9 +982,13 @@ static int folder_lock(rocks *r, const char *path, int exclusive)
 		                       : rocks_errno_code(errno);
 	if (flock(r->dir_fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
 		return TALLY_OK;
-	/* A file system without flock(): RocksDB's lock alone, as before. */
-	if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL)
+	/* A file system without flock(): RocksDB's lock alone, as before,
+	 * and no folder lock (dir_fd -1), which ro_lock() needs. */
+	if (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL) {
+		close(r->dir_fd);
+		r->dir_fd = -1;
 		return TALLY_OK;
+	}
 	return errno == EWOULDBLOCK ? TALLY_EBUSY : rocks_errno_code(errno);
 }
 
@@ -996,6 +1004,10 @@ static int ro_lock(rocks *r, const char *path)
 	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
 	char name[4096];
 
+	/* Without the folder lock, a close of LOCK here could drop a
+	 * writing handle's: a reader there relies on writers' locks alone. */
+	if (r->dir_fd < 0)
+		return TALLY_OK;
 	if (snprintf(name, sizeof name, "%s/LOCK", path) >= (int)sizeof name)
 		return TALLY_EINVAL;
 	r->lock_fd = open(name, O_RDONLY | O_CLOEXEC);
