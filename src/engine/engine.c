@@ -1561,12 +1561,10 @@ int tally_compact(tally *t)
 
 	if (t == NULL)
 		return TALLY_EINVAL;
-	if (t->read_only)
-		return TALLY_EREADONLY;
 	rc = eng_store_hold(t);
 	if (rc != TALLY_OK)
 		return rc;
-	rc = t->st->vt->compact(t->st);
+	rc = t->st->vt->compact(t->st); /* read-only: refused there */
 	eng_store_release(t);
 	return rc;
 }

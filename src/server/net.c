@@ -148,6 +148,7 @@ struct conn {
 	size_t nslots;
 	size_t owed;              /* slots not complete */
 	resp_cmd deferred;        /* a read waiting for owed writes */
+	int deferred_ci;          /* its command table entry (cmd_find()) */
 	int has_deferred;
 	int offloaded;            /* a command runs on the pool (point 6) */
 	int reading;
@@ -909,9 +910,7 @@ static void resp_process(conn *c)
 			if (c->owed > 0)
 				break;
 			c->has_deferred = 0;
-			resp_dispatch(c, &c->deferred,
-			              cmd_find(c->w->s, c->deferred.argv[0],
-			                       c->deferred.lens[0]));
+			resp_dispatch(c, &c->deferred, c->deferred_ci);
 			continue;
 		}
 		if (c->nslots >= max_pending)
@@ -935,6 +934,7 @@ static void resp_process(conn *c)
 		ci = cmd_find(c->w->s, cmd.argv[0], cmd.lens[0]);
 		if (c->owed > 0 && !cmd_writes(ci)) {
 			c->deferred = cmd;
+			c->deferred_ci = ci;
 			c->has_deferred = 1;
 			break;
 		}

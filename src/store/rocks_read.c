@@ -666,14 +666,14 @@ static int mem_until(mem_walk *m, const key_obj *o, int own, uint64_t upto)
 
 	while (rc == TALLY_OK && m->i < m->n) {
 		const rocks_ev *ev = &m->ev[m->i];
-		int same = o != NULL && !walk_before(&ev->obj, o) &&
-		           !walk_before(o, &ev->obj);
+		int before = o == NULL || walk_before(&ev->obj, o);
+		int same = !before && !walk_before(o, &ev->obj);
 		val_log lv = { ev->member, ev->at_ms, ev->d, ev->total };
 
-		if (o != NULL && !walk_before(&ev->obj, o) && !(same && own))
+		if (!before && !(same && own))
 			break;
 		m->i++;
-		if (!same || ev->seq > upto)
+		if (before || ev->seq > upto)
 			rc = m->fn(m->arg, &ev->obj, ev->seq, &lv);
 	}
 	return rc;
