@@ -300,7 +300,7 @@ static void purge_one(void *arg, const uint8_t *tok, size_t len)
 static int tokens_sweep(tally *t)
 {
 	tokens *k = &t->tok;
-	int64_t now_ms = eng_now_ms();
+	int64_t now_ms = tokens_now(k);
 	size_t deleted = 0;
 	int wrapped = 0, rc;
 
@@ -346,7 +346,7 @@ static void tokens_purge(tally *t)
 			break;
 		}
 		p->n = 0;
-		tokens_expire(&t->tok, eng_now_ms(), TOKENS_PURGE_MAX,
+		tokens_expire(&t->tok, tokens_now(&t->tok), TOKENS_PURGE_MAX,
 		              purge_one, p);
 		b = (store_batch){ p->ops, p->n, 0, 0 };
 		if (p->n > 0)
@@ -592,7 +592,7 @@ static void fold_mark(tally *t, store_op *op)
 {
 	op->token = t->fold_tok;
 	op->token_len = FOLD_TOK_LEN;
-	op->token_expiry_ms = eng_now_ms() + t->tok.retention_ms;
+	op->token_expiry_ms = tokens_now(&t->tok) + t->tok.retention_ms;
 	op->token_mark = 1;
 	op->token_result = (int64_t)++t->fold_seq;
 }
@@ -744,7 +744,7 @@ static void commit_batch(tally *t, size_t n)
 		batch_complete(t, n, t->failed ? t->fail_err : TALLY_EIO);
 		return;
 	}
-	tokens_resolve(t, n, eng_now_ms());
+	tokens_resolve(t, n, tokens_now(&t->tok));
 	if (folding) {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = fold(t, 0);
@@ -937,14 +937,16 @@ static int tables_init(tally *t)
 	return TALLY_OK;
 }
 
-static int state_load(store *st, eng_loaded *into)
+/* resume: an open, whose tokens' clock starts from the tokens loaded; a
+ * reopen after a failure goes on with the clock it was given. */
+static int state_load(store *st, eng_loaded *into, int resume)
 {
 	store_loader l = { into, schema_load_type, schema_load_ctype,
 	                   tokens_load };
 	int rc = st->vt->load(st, &l);
 
 	if (rc == TALLY_OK) {
-		tokens_sort(into->tok);
+		tokens_loaded(into->tok, resume);
 		schema_loaded(into->sch);
 	}
 	return rc;
@@ -964,8 +966,10 @@ static int state_reload(tally *t)
 		                 t->opt.tokens_max);
 	else
 		memset(&tok, 0, sizeof tok);
+	tok.clock_ms = t->tok.clock_ms;
+	tok.clock_ns = t->tok.clock_ns;
 	if (rc == TALLY_OK)
-		rc = state_load(t->st, &(eng_loaded){ &sch, &tok });
+		rc = state_load(t->st, &(eng_loaded){ &sch, &tok }, 0);
 	if (rc == TALLY_OK) {
 		schema_replace(&t->sch, &sch, &t->schema_lost);
 		tokens_free(&t->tok);
@@ -1179,7 +1183,7 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 		rc = store_open(t, !(t->opt.flags & TALLY_OPEN_NO_CREATE),
 		                &t->st);
 	if (rc == TALLY_OK)
-		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok });
+		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok }, 1);
 	if (rc == TALLY_OK) {
 		if (pthread_create(&t->committer, NULL, committer_main, t))
 			rc = TALLY_ENOMEM;

@@ -99,6 +99,14 @@ typedef struct tokens {
 	 * sweep needed. */
 	int64_t sweep_until_ms;
 	int64_t sweep_pass_ms;       /* when the current pass started */
+	/* The windows' clock (tokens_now()): clock_ms at the monotonic
+	 * clock's clock_ns, running with the monotonic clock since. An
+	 * open starts it where the newest stored token began its window,
+	 * so neither a step of the system clock nor the time the folder
+	 * was closed ends a window early. Every expiry above is on it. */
+	int64_t clock_ms;
+	uint64_t clock_ns;
+	int64_t loaded_max_ms;       /* latest expiry loaded; INT64_MIN: none */
 } tokens;
 
 typedef struct tok_val {
@@ -308,8 +316,12 @@ int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max);
 void tokens_free(tokens *k);
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms);
-/* After load: order by expiry. */
-void tokens_sort(tokens *k);
+/* After a load: with resume, the clock starts where the newest token
+ * loaded began its window; then the tokens are ordered by expiry and
+ * those expired on the clock let go (the store's sweep deletes them). */
+void tokens_loaded(tokens *k, int resume);
+/* Now on the windows' clock, in ms. */
+int64_t tokens_now(const tokens *k);
 const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,
                            int64_t now_ms);
 void tokens_remember(tokens *k, const uint8_t *tok, size_t len,

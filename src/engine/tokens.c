@@ -20,6 +20,9 @@ int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max)
 	memset(k, 0, sizeof *k);
 	k->retention_ms = retention_ms;
 	k->max = max;
+	k->clock_ms = eng_now_ms();
+	k->clock_ns = eng_now_ns();
+	k->loaded_max_ms = INT64_MIN;
 	k->map = hmap_create(sizeof(tok_val));
 	return k->map ? TALLY_OK : TALLY_ENOMEM;
 }
@@ -150,13 +153,25 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
 
 	if (len == 0 || len > TALLY_ID_MAX)
 		return -1;
-	/* Expired ones answer nothing and would take room in memory: let go
-	 * at once, the store's sweep deletes them. */
-	if (expiry_ms <= eng_now_ms())
+	/* Which have expired is known once the newest is (tokens_loaded()):
+	 * until then each is kept, within tokens_max. Those that expired
+	 * both by the system clock and before a token seen began its window
+	 * are let go at once: a token let go is still answered from the
+	 * store until its expiry on the clock the load picks, and the
+	 * store's sweep deletes it after. */
+	if (expiry_ms > l->tok->loaded_max_ms)
+		l->tok->loaded_max_ms = expiry_ms;
+	if (expiry_ms <= l->tok->loaded_max_ms - (int64_t)l->tok->retention_ms &&
+	    expiry_ms <= eng_now_ms())
 		forget(l->tok, expiry_ms);
 	else
 		tokens_remember(l->tok, tok, len, result, expiry_ms);
 	return 0;
+}
+
+int64_t tokens_now(const tokens *k)
+{
+	return k->clock_ms + (int64_t)((eng_now_ns() - k->clock_ns) / 1000000u);
 }
 
 typedef struct tok_order {
@@ -172,7 +187,7 @@ static int by_expiry(const void *a, const void *b)
 }
 
 /* Tokens load in key order; make the FIFO oldest-first. */
-void tokens_sort(tokens *k)
+static void tokens_sort(tokens *k)
 {
 	tok_order *o;
 
@@ -191,6 +206,42 @@ void tokens_sort(tokens *k)
 		k->fifo[i] = o[i].entry;
 	k->fifo_head = 0;
 	free(o);
+}
+
+void tokens_loaded(tokens *k, int resume)
+{
+	int64_t now_ms;
+
+	/* The newest token began its window last: time the folder spent
+	 * closed, or a clock stepped meanwhile, would otherwise end every
+	 * window early, and a retry after a long outage count twice. The
+	 * system clock when it is earlier (stepped back, or a shorter
+	 * retention than the tokens were stamped with): no window then
+	 * ends before the time stamped in it. */
+	if (resume && k->loaded_max_ms != INT64_MIN) {
+		int64_t began = k->loaded_max_ms - (int64_t)k->retention_ms;
+
+		k->clock_ns = eng_now_ns();
+		k->clock_ms = eng_now_ms();
+		if (began < k->clock_ms)
+			k->clock_ms = began;
+	}
+	tokens_sort(k);
+	now_ms = tokens_now(k);
+	/* Expired ones answer nothing and would take room in memory: let
+	 * go, the store's sweep deletes them. */
+	while (k->fifo_len > 0) {
+		uint8_t *e = k->fifo[k->fifo_head];
+		const tok_val *v = entry_live(k, e);
+
+		if (v != NULL && v->expiry_ms > now_ms)
+			break;
+		if (v != NULL) {
+			forget(k, v->expiry_ms);
+			hmap_del(k->map, e + ENTRY_HEAD, e[0]);
+		}
+		fifo_pop(k);
+	}
 }
 
 const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,

@@ -8,6 +8,9 @@
 #     some acks, then restart on the same folder: every acknowledged write
 #     is there, nothing is counted twice, counts equal memberships.
 #     TALLY_KILL_ROUNDS rounds (default 5), then one SIGTERM under load.
+#  3. part 1's data is still there after every round;
+#  4. idempotency tokens outlive steps of the system clock, while tallyd
+#     runs and while it is stopped (tests/fault/faultclock.so).
 # With TALLY_TEST_STORE=redis-cluster the data is in the cluster, not the
 # folder: a restarted tallyd reads it all back from Redis, and kill -9 of
 # tallyd must lose no acknowledged write there either (what survives a
@@ -176,6 +179,69 @@ load_round $((ROUNDS + 1)) TERM
 section "3. the data of part 1 is still there"
 assert_eq "named counter after all rounds" "42" "$(rcli get p:a)"
 assert_eq "like count after all rounds" "(integer) 2" "$(rcn tally.count article like 1)"
+assert_alive
+stop_and_check
+
+section "4. a stepped clock ends no token's window"
+# tests/fault/faultclock.so steps tallyd's system clock by the seconds its
+# file holds. A token's window runs on the monotonic clock while tallyd
+# runs, and a restart resumes it: the steps here (2 hours running, a day
+# more while stopped) are far past the 10-minute window, and each retry
+# must still be answered with the first result, applied once.
+CLOCK=$BUILD_DIR/faultclock.so
+CLK=$TMP/clock.offset
+[ -f "$CLOCK" ] || { fail "the clock shim is built ($CLOCK)"; finish; }
+echo 0 >"$CLK"
+start_stepped() {
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		LD_PRELOAD=$CLOCK TALLY_FAULT_CLOCK=$CLK start_tallyd "$TMP/clockdata"
+}
+# step SECONDS: the shim reads its file again within 2 ms.
+step() {
+	echo "$1" >"$CLK"
+	sleep 0.05
+}
+clk_incr() {
+	curl -s --max-time 10 -XPOST -d "{\"by\":5,\"id\":\"$1\"}" \
+		"http://127.0.0.1:$T_HTTP/v1/counters/clk/incr"
+}
+# How far, in whole seconds, the time of a like added now lies from this
+# shell's clock plus SECONDS.
+like_at_offset() {
+	local m=$1 off=$2 now
+	rcli tally.add article like 77 "$m" >/dev/null
+	now=$(date +%s%3N)
+	now=$(( ($(rcli tally.has article like 77 "$m") - now) / 1000 - off ))
+	echo "${now#-}"
+}
+start_stepped
+assert_eq "a counter increment with an id" '{"name":"clk","value":5}' "$(clk_incr step-1)"
+assert_eq "an event with an id" "(integer) 3" \
+	"$(rcn tally.add article view 77 1 DELTA 3 ID step-2)"
+step 7200
+assert_int_cmp "the shim steps tallyd's clock: a like is stamped 2 h ahead" \
+	"$(like_at_offset 1 7200)" -le 5
+assert_eq "2 h later by the clock, the increment's retry answers the first result" \
+	'{"name":"clk","value":5}' "$(clk_incr step-1)"
+assert_eq "... and the event's" "(integer) 3" \
+	"$(rcn tally.add article view 77 1 DELTA 3 ID step-2)"
+assert_eq "the counter was incremented once" "5" "$(rcli get clk)"
+assert_eq "the views were added once" "(integer) 3" "$(rcn tally.count article view 77)"
+assert_eq "a new id after the step applies" '{"name":"clk","value":10}' "$(clk_incr step-3)"
+stop_tallyd KILL
+step 93600
+start_stepped
+assert_int_cmp "restarted a day later by the clock: a like is stamped 26 h ahead" \
+	"$(like_at_offset 2 93600)" -le 5
+assert_eq "after kill -9 and the step, each retry answers the first result" \
+	'{"name":"clk","value":5}|{"name":"clk","value":10}|(integer) 3' \
+	"$(clk_incr step-1)|$(clk_incr step-3)|$(rcn tally.add article view 77 1 DELTA 3 ID step-2)"
+assert_eq "nothing was applied twice" "10|(integer) 3" \
+	"$(rcli get clk)|$(rcn tally.count article view 77)"
+step 0
+assert_eq "the clock stepped back: the retries still answer" \
+	'{"name":"clk","value":5}|(integer) 3' \
+	"$(clk_incr step-1)|$(rcn tally.add article view 77 1 DELTA 3 ID step-2)"
 assert_alive
 stop_and_check
 finish

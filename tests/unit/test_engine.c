@@ -939,6 +939,64 @@ static void test_tokens_renewed_after_expiry_hold_back_none(void **state)
 	tokens_free(&k);
 }
 
+/* A token's window runs while the folder is open: the time it spends
+ * closed does not end it, so a retry after an outage longer than the
+ * window is answered, not applied again. It still ends, after a window
+ * of open time. */
+static void test_token_window_runs_while_open(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	tally_write w = write_incrby("k", 1, 1);
+	tally_write w2 = write_incrby("k", 1, 10);
+	int64_t r = -1;
+
+	o.token_retention_ms = 2000;
+	fx_reopen_with(f, &o);
+	w.id = "outage";
+	w.id_len = 6;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	for (int round = 0; round < 2; round++) {
+		/* Closed for longer than the window. */
+		tally_closep(&f->t);
+		usleep(2200 * 1000);
+		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+		r = -1;
+		CHECK_OK(tally_write_sync(f->t, &w, &r));
+		CHECK_I64(r, 1);
+		CHECK_I64(get_of(f->t, "k"), 10 * round + 1);
+		/* A token taken after the reopen is kept beside it. */
+		w2.id = round == 0 ? "after-0" : "after-1";
+		w2.id_len = 7;
+		r = -1;
+		CHECK_OK(tally_write_sync(f->t, &w2, &r));
+		CHECK_I64(r, 10 * round + 11);
+	}
+	w2.id = "after-0";
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w2, &r));
+	CHECK_I64(r, 11);
+	CHECK_I64(get_of(f->t, "k"), 21);
+
+	/* Open for longer than the window: the retry applies anew. */
+	usleep(2100 * 1000);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 22);
+	CHECK_I64(get_of(f->t, "k"), 22);
+	/* And after a reopen the expired ones stay expired. */
+	fx_reopen(f);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w2, &r));
+	CHECK_I64(r, 32);
+	/* The one renewed just now is answered. */
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 22);
+	CHECK_I64(get_of(f->t, "k"), 32);
+}
+
 /* Past tokens_max the oldest tokens leave memory while still in their
  * window: a retry of one is answered from the store's copy, before and
  * after a reopen (which loads at most tokens_max of them). */
@@ -5270,6 +5328,7 @@ int main(void)
 	    T(test_default_times_follow_commit_order),
 	    T(test_idempotent_incrby_retry_returns_first_result),
 	    T(test_idempotency_token_survives_reopen),
+	    T(test_token_window_runs_while_open),
 	    T(test_tokens_past_memory_answered_from_store),
 	    T(test_count_at_time),
 	    T(test_recent_newest_first_paged),
