@@ -2,11 +2,15 @@
  * folder. Offline it is tally_backup(); when tallyd holds the folder the
  * copy is made by the server (TALLY.BACKUP), which can do it while
  * serving, so a backup never requires stopping the service. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -41,6 +45,140 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 		json_kv_str(&w, "server", server);
 	json_obj_end(&w);
 	json_finish(&w);
+}
+
+/* ---- progress of the offline copy ------------------------------------------ */
+
+/* How often the copy's size is shown. */
+#define WATCH_EVERY_MS 1000
+
+/* The bytes and regular files in a flat folder; 0 and 0 when it is not
+ * there (not made yet, or renamed). */
+static void folder_size(const char *dir, uint64_t *bytes, uint64_t *files)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	*bytes = *files = 0;
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode)) {
+			*bytes += (uint64_t)st.st_size;
+			(*files)++;
+		}
+	}
+	closedir(d);
+}
+
+/* tally_backup() makes the copy in OUT + TALLY_BACKUP_PARTIAL and renames
+ * it when whole: a thread shows that folder's size while it grows. */
+typedef struct watch {
+	char partial[PATH_MAX];
+	uint64_t most;            /* the source's bytes: the copy's bound */
+	int tty;
+	int stop;
+	int shown;                /* a line was drawn */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+} watch;
+
+static void watch_line(watch *w, uint64_t bytes, uint64_t files)
+{
+	char b[32], m[32];
+
+	out_bytes(bytes, b, sizeof b);
+	out_bytes(w->most, m, sizeof m);
+	fprintf(stderr, w->tty ? "\rtally: the copy holds %s in %llu files (of at "
+	        "most %s)   " : "tally: the copy holds %s in %llu files (of at most "
+	        "%s)\n", b, (unsigned long long)files, m);
+	fflush(stderr);
+	w->shown = 1;
+}
+
+static void *watch_main(void *arg)
+{
+	watch *w = arg;
+	struct timespec at;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		uint64_t bytes, files;
+
+		clock_gettime(CLOCK_MONOTONIC, &at);
+		at.tv_sec += WATCH_EVERY_MS / 1000;
+		while (!w->stop &&
+		       pthread_cond_timedwait(&w->cv, &w->mu, &at) == 0)
+			;
+		if (w->stop)
+			break;
+		folder_size(w->partial, &bytes, &files);
+		watch_line(w, bytes, files);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Starts the thread when stderr is a terminal or progress is forced: 1,
+ * or 0 when none runs (not asked, or it could not start: the copy goes
+ * on without). */
+static int watch_start(watch *w, const char *dir, const char *out, int force)
+{
+	uint64_t files;
+	pthread_condattr_t a;
+	int ok;
+
+	memset(w, 0, sizeof *w);
+	w->tty = isatty(STDERR_FILENO);
+	if ((!force && !w->tty) ||
+	    snprintf(w->partial, sizeof w->partial, "%s" TALLY_BACKUP_PARTIAL,
+	             out) >= (int)sizeof w->partial)
+		return 0;
+	/* The journal files are copied to their records' end, not whole:
+	 * the folder's size bounds the copy's. */
+	folder_size(dir, &w->most, &files);
+	if (pthread_condattr_init(&a) != 0)
+		return 0;
+	ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 &&
+	     pthread_cond_init(&w->cv, &a) == 0;
+	pthread_condattr_destroy(&a);
+	if (!ok)
+		return 0;
+	if (pthread_mutex_init(&w->mu, NULL) != 0) {
+		pthread_cond_destroy(&w->cv);
+		return 0;
+	}
+	if (pthread_create(&w->th, NULL, watch_main, w) != 0) {
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		return 0;
+	}
+	return 1;
+}
+
+/* Stops the thread; with the copy made (out given), a last line says
+ * what it holds. */
+static void watch_stop(watch *w, const char *out)
+{
+	uint64_t bytes, files;
+
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	if (out != NULL) {
+		folder_size(out, &bytes, &files);
+		watch_line(w, bytes, files);
+	}
+	if (w->shown && w->tty)
+		fputc('\n', stderr);
 }
 
 /* The server resolves paths against its own working directory: send an
@@ -203,7 +341,8 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 	const char *dir, *out = a->pos[0];
 	struct stat st;
 	tally *t = NULL;
-	int busy, rc = offline_data_dir(a, &dir);
+	watch w;
+	int busy, watching, rc = offline_data_dir(a, &dir);
 
 	if (rc != CLI_OK)
 		return rc;
@@ -224,7 +363,10 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		        "new folder\n", out);
 		return CLI_ERR;
 	}
+	watching = watch_start(&w, dir, out, cli_opt(a, "progress") != NULL);
 	rc = tally_backup(t, out);
+	if (watching)
+		watch_stop(&w, rc == TALLY_OK ? out : NULL);
 	tally_close(t);
 	if (rc == TALLY_ENOSPC) {
 		fprintf(stderr, "tally: backup of %s failed: no space left on "

@@ -148,14 +148,20 @@ static const cli_cmd commands[] = {
 	  "unique type's member is in it under several content types).\n"
 	  "Progress (records sent) goes to stderr every 1M records when stderr\n"
 	  "is a terminal, or always with --progress.\n" },
-	{ "backup", cmd_backup, 1, 1, { "data=" }, "--data DIR OUT",
+	{ "backup", cmd_backup, 1, 1, { "data=", "progress" },
+	  "--data DIR [--progress] OUT",
 	  "offline: consistent copy of a data folder",
 	  "Writes a consistent copy of DIR into the new folder OUT (which must\n"
 	  "not exist): DIR's files, with DIR opened read-only (no file in it\n"
 	  "changes). If tallyd is running on DIR, asks the server at -h/-p to\n"
 	  "write it instead (TALLY.BACKUP, with OUT made absolute: the path is\n"
 	  "on the server's machine; a bare name goes into the server's\n"
-	  "--backup-dir when it has one). The copy opens with --data OUT.\n" },
+	  "--backup-dir when it has one). The copy opens with --data OUT.\n"
+	  "Table files are linked into OUT when it is on DIR's file system, and\n"
+	  "copied otherwise. Progress of an offline copy (bytes and files in\n"
+	  "OUT" TALLY_BACKUP_PARTIAL ", where it is made) goes to stderr every\n"
+	  "second when stderr is a terminal, or always with --progress, and a\n"
+	  "last line gives what OUT holds.\n" },
 };
 
 #define COMMANDS_N (sizeof commands / sizeof commands[0])

@@ -517,6 +517,48 @@ assert json.load(open("out.txt"))["events"] == 2 * int(sys.argv[1])' \
 		"$EVENTS"
 	run_status 1 "$TALLY" backup --data d1 copy    # exists
 	grep -q 'exists' err.txt
+	# No progress unless asked when stderr is not a terminal.
+	run_status 0 "$TALLY" backup --data d1 copy-quiet
+	absent 'copy holds' err.txt
+	rm -rf copy-quiet
+}
+
+# An offline backup shows the copy's size while it is made: the sync of
+# the first file it copies is held (tests/fault/faultfs.so, stall-fsync)
+# for 1.5 s, so a line comes meanwhile; the last gives what OUT holds.
+t_backup_progress() {
+	local shim bg i rc=0 files
+	shim=$(dirname "$TALLY")/faultfs.so
+	[[ -f $shim ]]
+	mkdir slow
+	echo stall-fsync >ctl
+	LD_PRELOAD=$shim TALLY_FAULT_DIR=$WORK/slow TALLY_FAULT_CTL=$WORK/ctl \
+		"$TALLY" backup --data d1 --progress slow/copy >out.txt 2>err.txt &
+	bg=$!
+	# A failed check must not leave it holding d1 for the tests after.
+	trap "echo off >'$WORK/ctl'; kill $bg 2>/dev/null || true" EXIT
+	for i in $(seq 200); do
+		[[ ! -e ctl.stalled ]] || break
+		sleep 0.05
+	done
+	[[ -e ctl.stalled ]]
+	sleep 1.5
+	[[ -d slow/copy.tally-partial ]]
+	[[ ! -e slow/copy ]]
+	grep -Eq '^tally: the copy holds [0-9.]+ [KMG]?i?B in [0-9]+ files \(of at most [0-9.]+ [KMG]?i?B\)$' err.txt
+	echo off >ctl
+	wait "$bg" || rc=$?
+	cat out.txt err.txt
+	[[ $rc -eq 0 ]]
+	[[ $(grep -c '^tally: the copy holds ' err.txt) -ge 2 ]]
+	files=$(find slow/copy -type f | wc -l)
+	tail -n 1 err.txt | grep -Eq "^tally: the copy holds [0-9.]+ [KMG]?i?B in $files files "
+	grep -q 'written to slow/copy' out.txt
+	run_status 0 "$TALLY" stats --data slow/copy --json
+	python3 -c 'import json, sys
+assert json.load(open("out.txt"))["events"] == 2 * int(sys.argv[1])' \
+		"$EVENTS"
+	rm -rf slow ctl ctl.stalled
 }
 
 t_missing_folder() {
@@ -665,6 +707,7 @@ check "re-import: the same file writes nothing, another reports differences" t_r
 check "an import killed or cut short half-way resumes at its mark" t_interrupted_import_resumes
 check "a total type follows its running totals, not the bit" t_total_direction_from_totals
 check "backup makes a copy that stats reads" t_backup
+check "backup --progress shows the copy's size while it is made" t_backup_progress
 check "stats on a missing folder fails, creates nothing" t_missing_folder
 check "25-byte file: error naming the offset" t_partial_record
 check "unknown type id or no .types: clear error" t_unknown_type_id
