@@ -202,11 +202,14 @@ typedef struct tally_options {
 	 *  0: 8192. Range 1..1048576. */
 	uint32_t batch_ops_max;
 	/** How long an idempotency token is remembered, in ms of the
-	 *  handle's open time: the window runs on the monotonic clock, and
-	 *  an open resumes it where the newest stored token's began, so
-	 *  neither the time the folder is closed nor a step of the system
-	 *  clock ends it early. 0: 600000 (10 minutes). Range
-	 *  1000..604800000 (7 days). */
+	 *  handle's open time: the window runs on the monotonic clock,
+	 *  whose place the handle stores once a second while tokens are
+	 *  stored, and an open resumes it there, so neither the time the
+	 *  folder is closed nor a step of the system clock ends it early
+	 *  (a window may run up to a second longer per open). The
+	 *  redis-cluster store also keeps tokens in Redis, which expires
+	 *  them by its own clock, the time the handle is closed included.
+	 *  0: 600000 (10 minutes). Range 1000..604800000 (7 days). */
 	uint32_t token_retention_ms;
 	/** Most counter values and totals the committer keeps in memory;
 	 *  a quarter as many events wait in memory for a checkpoint.

@@ -319,6 +319,19 @@ static int tokens_sweep(tally *t)
 	return TALLY_OK;
 }
 
+/* Where the tokens' clock is, stored while tokens are (an open resumes
+ * it there): a batch of its own, synced with the next synced one. */
+static int tokens_clock_store(tally *t)
+{
+	int64_t now_ms = tokens_now(&t->tok);
+	store_op op = { .kind = STORE_OP_TOKEN_CLOCK, .value = now_ms };
+	store_batch b = { &op, 1, 0, 0 };
+
+	if (!tokens_stored(&t->tok, now_ms))
+		return TALLY_OK;
+	return t->st->vt->apply(t->st, &b);
+}
+
 /* Committer thread. Each round, and the sweep, holds the commit lock on
  * its own: callers committing wait for one of them at most. */
 static void tokens_purge(tally *t)
@@ -364,7 +377,9 @@ static void tokens_purge(tally *t)
 		return;
 	pthread_mutex_lock(&t->commit_lock);
 	if (!t->failed) {
-		rc = tokens_sweep(t);
+		rc = tokens_clock_store(t);
+		if (rc == TALLY_OK)
+			rc = tokens_sweep(t);
 		if (store_failure(rc))
 			fail_mark(t, rc);
 	}
@@ -942,7 +957,7 @@ static int tables_init(tally *t)
 static int state_load(store *st, eng_loaded *into, int resume)
 {
 	store_loader l = { into, schema_load_type, schema_load_ctype,
-	                   tokens_load };
+	                   tokens_load, tokens_load_clock };
 	int rc = st->vt->load(st, &l);
 
 	if (rc == TALLY_OK) {

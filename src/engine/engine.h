@@ -100,13 +100,16 @@ typedef struct tokens {
 	int64_t sweep_until_ms;
 	int64_t sweep_pass_ms;       /* when the current pass started */
 	/* The windows' clock (tokens_now()): clock_ms at the monotonic
-	 * clock's clock_ns, running with the monotonic clock since. An
-	 * open starts it where the newest stored token began its window,
-	 * so neither a step of the system clock nor the time the folder
-	 * was closed ends a window early. Every expiry above is on it. */
+	 * clock's clock_ns, running with the monotonic clock since. While
+	 * tokens are stored the committer stores where it is, once a
+	 * second, and an open resumes it there (or where the newest token
+	 * loaded began its window, if later), so neither a step of the
+	 * system clock nor the time the folder was closed ends a window
+	 * early. Every expiry above is on it. */
 	int64_t clock_ms;
 	uint64_t clock_ns;
 	int64_t loaded_max_ms;       /* latest expiry loaded; INT64_MIN: none */
+	int64_t loaded_clock_ms;     /* the clock stored; INT64_MIN: none */
 } tokens;
 
 typedef struct tok_val {
@@ -316,12 +319,19 @@ int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max);
 void tokens_free(tokens *k);
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms);
-/* After a load: with resume, the clock starts where the newest token
- * loaded began its window; then the tokens are ordered by expiry and
- * those expired on the clock let go (the store's sweep deletes them). */
+/* The loader's token_clock: where the clock was last stored. */
+int tokens_load_clock(void *arg, int64_t ms);
+/* After a load: with resume, the clock starts where it was stored, or
+ * where the newest token loaded began its window when that is later,
+ * and no later than the system clock; then the tokens are ordered by
+ * expiry and those expired on the clock let go (the store's sweep
+ * deletes them). */
 void tokens_loaded(tokens *k, int resume);
 /* Now on the windows' clock, in ms. */
 int64_t tokens_now(const tokens *k);
+/* Whether tokens may be stored: the clock's place is then worth
+ * storing. */
+int tokens_stored(const tokens *k, int64_t now_ms);
 const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,
                            int64_t now_ms);
 void tokens_remember(tokens *k, const uint8_t *tok, size_t len,

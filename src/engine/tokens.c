@@ -23,6 +23,7 @@ int tokens_init(tokens *k, uint32_t retention_ms, uint32_t max)
 	k->clock_ms = eng_now_ms();
 	k->clock_ns = eng_now_ns();
 	k->loaded_max_ms = INT64_MIN;
+	k->loaded_clock_ms = INT64_MIN;
 	k->map = hmap_create(sizeof(tok_val));
 	return k->map ? TALLY_OK : TALLY_ENOMEM;
 }
@@ -146,6 +147,14 @@ int tokens_forgotten(const tokens *k, int64_t now_ms)
 	return k->forgot_until_ms > now_ms;
 }
 
+/* When a token that expires at expiry_ms began its window; a damaged
+ * expiry near INT64_MIN saturates. */
+static int64_t window_began(const tokens *k, int64_t expiry_ms)
+{
+	return expiry_ms < INT64_MIN + (int64_t)k->retention_ms
+	       ? INT64_MIN : expiry_ms - (int64_t)k->retention_ms;
+}
+
 int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms)
 {
@@ -161,12 +170,26 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
 	 * store's sweep deletes it after. */
 	if (expiry_ms > l->tok->loaded_max_ms)
 		l->tok->loaded_max_ms = expiry_ms;
-	if (expiry_ms <= l->tok->loaded_max_ms - (int64_t)l->tok->retention_ms &&
+	if (expiry_ms <= window_began(l->tok, l->tok->loaded_max_ms) &&
 	    expiry_ms <= eng_now_ms())
 		forget(l->tok, expiry_ms);
 	else
 		tokens_remember(l->tok, tok, len, result, expiry_ms);
 	return 0;
+}
+
+int tokens_load_clock(void *arg, int64_t ms)
+{
+	eng_loaded *l = arg;
+
+	l->tok->loaded_clock_ms = ms;
+	return 0;
+}
+
+int tokens_stored(const tokens *k, int64_t now_ms)
+{
+	return hmap_count(k->map) > 0 || k->sweep_until_ms != 0 ||
+	       tokens_forgotten(k, now_ms);
 }
 
 int64_t tokens_now(const tokens *k)
@@ -212,19 +235,24 @@ void tokens_loaded(tokens *k, int resume)
 {
 	int64_t now_ms;
 
-	/* The newest token began its window last: time the folder spent
-	 * closed, or a clock stepped meanwhile, would otherwise end every
-	 * window early, and a retry after a long outage count twice. The
-	 * system clock when it is earlier (stepped back, or a shorter
-	 * retention than the tokens were stamped with): no window then
-	 * ends before the time stamped in it. */
-	if (resume && k->loaded_max_ms != INT64_MIN) {
-		int64_t began = k->loaded_max_ms - (int64_t)k->retention_ms;
+	/* Where the clock was stored, at most a second before the close
+	 * (or the crash), or where the newest token began its window, if a
+	 * token came after (or the folder's tokens predate the stored
+	 * clock): the time the folder spent closed, or a clock stepped
+	 * meanwhile, would otherwise end every window early, and a retry
+	 * after a long outage count twice. The system clock when it is
+	 * earlier (stepped back): no window then ends before the time
+	 * stamped in it. */
+	if (resume && (k->loaded_max_ms != INT64_MIN ||
+	               k->loaded_clock_ms != INT64_MIN)) {
+		int64_t at = window_began(k, k->loaded_max_ms);
 
+		if (k->loaded_clock_ms > at)
+			at = k->loaded_clock_ms;
 		k->clock_ns = eng_now_ns();
 		k->clock_ms = eng_now_ms();
-		if (began < k->clock_ms)
-			k->clock_ms = began;
+		if (at < k->clock_ms)
+			k->clock_ms = at;
 	}
 	tokens_sort(k);
 	now_ms = tokens_now(k);

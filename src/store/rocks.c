@@ -504,6 +504,15 @@ static int load_one(const store_loader *l, const uint8_t *k, size_t klen,
 		return l->token(l->arg, k + 1, klen - 1, result, expiry)
 		               ? TALLY_EINVAL : TALLY_OK;
 	}
+	case META_TOKEN_CLOCK: {
+		int64_t ms;
+		size_t used;
+
+		if (klen != 1 || varint_get_i64(v, vlen, &ms, &used) ||
+		    used != vlen)
+			return TALLY_ECORRUPT;
+		return l->token_clock(l->arg, ms) ? TALLY_EINVAL : TALLY_OK;
+	}
 	default:
 		return TALLY_OK; /* format, seq */
 	}

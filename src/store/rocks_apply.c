@@ -239,7 +239,7 @@ static size_t meta_key(uint8_t *buf, uint8_t tag, const uint8_t *s,
 
 static void apply_meta(rocks *r, const store_op *op)
 {
-	uint8_t key[META_KEY_MAX], val[3];
+	uint8_t key[META_KEY_MAX], val[VARINT_MAX];
 	size_t klen;
 
 	switch (op->kind) {
@@ -262,6 +262,12 @@ static void apply_meta(rocks *r, const store_op *op)
 		klen = meta_key(key, META_TOKEN, op->token, op->token_len);
 		rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_META], (char *)key,
 		                             klen);
+		break;
+	case STORE_OP_TOKEN_CLOCK:
+		key[0] = META_TOKEN_CLOCK;
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key, 1,
+		                          (char *)val,
+		                          varint_put_i64(val, op->value));
 		break;
 	default:
 		assert(0 && "not a meta op");
@@ -301,6 +307,7 @@ static int apply_op(rocks *r, store_op *op, const opkey *k)
 	case STORE_OP_TYPE:
 	case STORE_OP_CTYPE:
 	case STORE_OP_TOKEN_DEL:
+	case STORE_OP_TOKEN_CLOCK:
 		apply_meta(r, op);
 		break;
 	default:

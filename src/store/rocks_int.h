@@ -31,6 +31,7 @@ enum rocks_cf {
 #define META_TYPE   't'  /* 't' name -> id be16, mode byte */
 #define META_CTYPE  'c'  /* 'c' name -> id be16 */
 #define META_TOKEN  'k'  /* 'k' token -> result zigzag, expiry zigzag */
+#define META_TOKEN_CLOCK 'w' /* -> the tokens' clock, ms zigzag */
 #define META_COUNTERS 'n' /* -> number of named counters, be64 */
 #define META_JOURNAL 'j' /* 'j' be64 n -> the values batch n changed
                             (rocks_journal.c) */

@@ -19,7 +19,8 @@ enum store_op_kind {
 	STORE_OP_EVENT,      /* event fields -> count after */
 	STORE_OP_TYPE,       /* persist counting type: name, id, mode */
 	STORE_OP_CTYPE,      /* persist content type: name, id */
-	STORE_OP_TOKEN_DEL   /* forget an expired token: token */
+	STORE_OP_TOKEN_DEL,  /* forget an expired token: token */
+	STORE_OP_TOKEN_CLOCK /* where the tokens' clock is: value (ms) */
 };
 
 /* One write. Pointers reference memory the engine owns until apply()
@@ -87,6 +88,8 @@ typedef struct store_loader {
 	int (*ctype)(void *arg, const char *name, size_t len, uint16_t id);
 	int (*token)(void *arg, const uint8_t *tok, size_t len,
 	             int64_t result, int64_t expiry_ms);
+	/* The last STORE_OP_TOKEN_CLOCK's value, when one was written. */
+	int (*token_clock)(void *arg, int64_t ms);
 } store_loader;
 
 typedef struct store store;

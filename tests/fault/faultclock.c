@@ -94,19 +94,22 @@ EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
 EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	struct timespec ts;
+	int rc = clock_gettime(CLOCK_REALTIME, &ts);
 
 	(void)tz;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	tv->tv_sec = ts.tv_sec;
-	tv->tv_usec = ts.tv_nsec / 1000;
-	return 0;
+	if (rc == 0) {
+		tv->tv_sec = ts.tv_sec;
+		tv->tv_usec = ts.tv_nsec / 1000;
+	}
+	return rc;
 }
 
 EXPORT time_t time(time_t *out)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return (time_t)-1;
 	if (out != NULL)
 		*out = ts.tv_sec;
 	return ts.tv_sec;

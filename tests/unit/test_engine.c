@@ -997,6 +997,41 @@ static void test_token_window_runs_while_open(void **state)
 	CHECK_I64(get_of(f->t, "k"), 32);
 }
 
+/* The time a folder was open after its newest token counts too: the
+ * committer stores where the tokens' clock is, once a second while
+ * tokens are stored, and an open resumes it there. Resumed where the
+ * newest token began (as before this was stored), a window would run on
+ * for all the time the folder was open after it, and tokens long
+ * expired that the store still held would answer again. */
+static void test_token_window_counts_time_before_close(void **state)
+{
+	struct fx *f = *state;
+	tally_options o = f->opts;
+	tally_write w = write_incrby("k", 1, 1);
+	int64_t r = -1, v;
+
+	o.token_retention_ms = 3000;
+	fx_reopen_with(f, &o);
+	w.id = "before-close";
+	w.id_len = 12;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 1);
+	/* Open 2.6 s, writes without tokens waking the committer: the
+	 * clock is stored each second, the last time 1.5 s in or later. */
+	for (int i = 0; i < 26; i++) {
+		CHECK_OK(tally_incrby(f->t, "wake", 4, 1, &v));
+		usleep(100 * 1000);
+	}
+	fx_reopen(f);
+	/* 2 s more: past the window by 0.5 s or more, where a clock
+	 * resumed at the token's start would be 1 s short of it. */
+	usleep(2000 * 1000);
+	r = -1;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 2);
+	CHECK_I64(get_of(f->t, "k"), 2);
+}
+
 /* Past tokens_max the oldest tokens leave memory while still in their
  * window: a retry of one is answered from the store's copy, before and
  * after a reopen (which loads at most tokens_max of them). */
@@ -5329,6 +5364,7 @@ int main(void)
 	    T(test_idempotent_incrby_retry_returns_first_result),
 	    T(test_idempotency_token_survives_reopen),
 	    T(test_token_window_runs_while_open),
+	    T(test_token_window_counts_time_before_close),
 	    T(test_tokens_past_memory_answered_from_store),
 	    T(test_count_at_time),
 	    T(test_recent_newest_first_paged),
