@@ -52,16 +52,16 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 /* How often the copy's size is shown. */
 #define WATCH_EVERY_MS 1000
 
-/* The bytes and regular files in a flat folder; 0 and 0 when it is not
+/* The bytes and regular files in a flat folder: 1, or 0 when it is not
  * there (not made yet, or renamed). */
-static void folder_size(const char *dir, uint64_t *bytes, uint64_t *files)
+static int folder_size(const char *dir, uint64_t *bytes, uint64_t *files)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
 
 	*bytes = *files = 0;
 	if (d == NULL)
-		return;
+		return 0;
 	while ((e = readdir(d)) != NULL) {
 		struct stat st;
 
@@ -72,6 +72,7 @@ static void folder_size(const char *dir, uint64_t *bytes, uint64_t *files)
 		}
 	}
 	closedir(d);
+	return 1;
 }
 
 /* tally_backup() makes the copy in OUT + TALLY_BACKUP_PARTIAL and renames
@@ -93,9 +94,10 @@ static void watch_line(watch *w, uint64_t bytes, uint64_t files)
 
 	out_bytes(bytes, b, sizeof b);
 	out_bytes(w->most, m, sizeof m);
-	fprintf(stderr, w->tty ? "\rtally: the copy holds %s in %llu files (of at "
-	        "most %s)   " : "tally: the copy holds %s in %llu files (of at most "
-	        "%s)\n", b, (unsigned long long)files, m);
+	/* On a terminal the line is drawn again, and cleared to its end. */
+	fprintf(stderr, w->tty ? "\rtally: the copy holds %s in %llu files (of "
+	        "at most %s)\033[K" : "tally: the copy holds %s in %llu files "
+	        "(of at most %s)\n", b, (unsigned long long)files, m);
 	fflush(stderr);
 	w->shown = 1;
 }
@@ -116,8 +118,9 @@ static void *watch_main(void *arg)
 			;
 		if (w->stop)
 			break;
-		folder_size(w->partial, &bytes, &files);
-		watch_line(w, bytes, files);
+		/* Not made yet, or renamed whole: the last line says. */
+		if (folder_size(w->partial, &bytes, &files))
+			watch_line(w, bytes, files);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -173,10 +176,8 @@ static void watch_stop(watch *w, const char *out)
 	pthread_join(w->th, NULL);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
-	if (out != NULL) {
-		folder_size(out, &bytes, &files);
+	if (out != NULL && folder_size(out, &bytes, &files))
 		watch_line(w, bytes, files);
-	}
 	if (w->shown && w->tty)
 		fputc('\n', stderr);
 }

@@ -319,15 +319,18 @@ static int tokens_sweep(tally *t)
 	return TALLY_OK;
 }
 
-/* Where the tokens' clock is, stored while tokens are (an open resumes
- * it there): a batch of its own, synced with the next synced one. */
+/* Where the tokens' clock is, stored once a second while tokens are (an
+ * open resumes it there): a batch of its own, synced with the next
+ * synced one. Commit lock held. */
 static int tokens_clock_store(tally *t)
 {
 	int64_t now_ms = tokens_now(&t->tok);
-	store_op op = { .kind = STORE_OP_TOKEN_CLOCK, .value = now_ms };
-	store_batch b = { &op, 1, 0, 0 };
+	store_batch b = { .token_clock = 1, .token_clock_ms = now_ms };
+	int held = tokens_stored(&t->tok, now_ms);
 
-	if (!tokens_stored(&t->tok, now_ms))
+	/* The committer's wait wakes it for the next while there are. */
+	atomic_store(&t->tokens_held, held);
+	if (!held || t->st->vt->token_get == NULL)
 		return TALLY_OK;
 	return t->st->vt->apply(t->st, &b);
 }
@@ -361,7 +364,7 @@ static void tokens_purge(tally *t)
 		p->n = 0;
 		tokens_expire(&t->tok, tokens_now(&t->tok), TOKENS_PURGE_MAX,
 		              purge_one, p);
-		b = (store_batch){ p->ops, p->n, 0, 0 };
+		b = (store_batch){ .ops = p->ops, .n = p->n };
 		if (p->n > 0)
 			rc = t->st->vt->apply(t->st, &b);
 		if (store_failure(rc))
@@ -408,9 +411,12 @@ static int token_stored(tally *t, store_op *op, int64_t now_ms)
 	return 1;
 }
 
-/* Answer tokens that were seen before; mark new ones for persistence. */
-static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
+/* Answer tokens that were seen before; mark new ones for persistence.
+ * How many are to be stored. */
+static size_t tokens_resolve(tally *t, size_t n, int64_t now_ms)
 {
+	size_t fresh = 0;
+
 	hmap_clear(t->batch_tokens);
 	for (size_t i = 0; i < n; i++) {
 		store_op *op = &t->batch[i];
@@ -447,7 +453,9 @@ static void tokens_resolve(tally *t, size_t n, int64_t now_ms)
 		}
 		*first = i;
 		op->token_expiry_ms = now_ms + t->tok.retention_ms;
+		fresh++;
 	}
+	return fresh;
 }
 
 static void tokens_settle(tally *t, size_t n)
@@ -495,6 +503,11 @@ static void work_wait(tally *t, int *stop)
 			      (uint64_t)t->opt.flush_interval_ms * 1000000u;
 		if (t->failed && t->recover_at_ns < due)
 			due = t->recover_at_ns;
+		/* While tokens are stored, expired ones are purged and the
+		 * clock stored once a second, idle or not. */
+		if (atomic_load(&t->tokens_held) &&
+		    t->last_purge_ns + 1000000000u < due)
+			due = t->last_purge_ns + 1000000000u;
 		if (t->caller_commits && now + ENG_POLL_NS < due)
 			due = now + ENG_POLL_NS;
 		if (due == UINT64_MAX) {
@@ -651,15 +664,18 @@ static int fold(tally *t, int mark)
 {
 	size_t n = 0;
 	int rc = stripes_drain(t, &n);
-	store_batch b = { t->fold_ops, n, 0, 0 };
+	store_batch b = { .ops = t->fold_ops, .n = n };
 	int marked = mark && rc == TALLY_OK && n > 0 &&
 	             t->st->vt->token_get != NULL;
 
 	/* No fold runs while one is in limbo: the store is failed until the
 	 * recovery resolves it. */
 	assert(t->limbo_n == 0);
-	if (marked)
+	if (marked) {
 		fold_mark(t, &t->fold_ops[0]);
+		b.token_clock = 1;
+		b.token_clock_ms = tokens_now(&t->tok);
+	}
 	/* The cells let go of their adds once they are handed to the store,
 	 * whatever it answers but out of memory: a failed batch may have
 	 * been written (what reached the disk is the truth), and a fold
@@ -748,7 +764,7 @@ static void holds_release(tally *t, size_t n)
 static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
-	store_batch b = { t->batch, n, !async, 0 };
+	store_batch b = { .ops = t->batch, .n = n, .sync = !async };
 	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
 	int rc = TALLY_OK;
 
@@ -759,7 +775,13 @@ static void commit_batch(tally *t, size_t n)
 		batch_complete(t, n, t->failed ? t->fail_err : TALLY_EIO);
 		return;
 	}
-	tokens_resolve(t, n, tokens_now(&t->tok));
+	/* A batch that stores tokens stores the clock they were stamped on
+	 * with them: an open resumes it there or later, so no window is cut
+	 * short by the time the folder was closed. */
+	b.token_clock_ms = tokens_now(&t->tok);
+	b.token_clock = tokens_resolve(t, n, b.token_clock_ms) > 0;
+	if (b.token_clock)
+		atomic_store(&t->tokens_held, 1);
 	if (folding) {
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = fold(t, 0);
@@ -989,6 +1011,8 @@ static int state_reload(tally *t)
 		schema_replace(&t->sch, &sch, &t->schema_lost);
 		tokens_free(&t->tok);
 		t->tok = tok; /* committer-only: no lock */
+		atomic_store(&t->tokens_held,
+		             tokens_stored(&t->tok, tokens_now(&t->tok)));
 	} else {
 		tokens_free(&tok);
 	}
@@ -1199,6 +1223,10 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 		                &t->st);
 	if (rc == TALLY_OK)
 		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok }, 1);
+	/* A read-only handle never purges (nor stores the clock). */
+	if (rc == TALLY_OK && !t->read_only)
+		atomic_store(&t->tokens_held,
+		             tokens_stored(&t->tok, tokens_now(&t->tok)));
 	if (rc == TALLY_OK) {
 		if (pthread_create(&t->committer, NULL, committer_main, t))
 			rc = TALLY_ENOMEM;

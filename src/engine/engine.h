@@ -219,6 +219,9 @@ struct tally {
 	hmap *batch_tokens;          /* committer: token -> index in batch */
 	uint64_t last_flush_ns;
 	uint64_t last_purge_ns;
+	/* Tokens may be stored (tokens_stored()): the committer then wakes
+	 * once a second to purge them and store the clock. */
+	atomic_int tokens_held;
 	uint64_t recover_at_ns;      /* committer: next reopen attempt (read
 	                                by the committer thread alone) */
 

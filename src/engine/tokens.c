@@ -235,20 +235,20 @@ void tokens_loaded(tokens *k, int resume)
 {
 	int64_t now_ms;
 
-	/* Where the clock was stored, at most a second before the close
-	 * (or the crash), or where the newest token began its window, if a
-	 * token came after (or the folder's tokens predate the stored
-	 * clock): the time the folder spent closed, or a clock stepped
-	 * meanwhile, would otherwise end every window early, and a retry
-	 * after a long outage count twice. The system clock when it is
-	 * earlier (stepped back): no window then ends before the time
-	 * stamped in it. */
-	if (resume && (k->loaded_max_ms != INT64_MIN ||
-	               k->loaded_clock_ms != INT64_MIN)) {
+	/* Where the clock was stored: with every token, and once a second
+	 * while tokens are stored, so no later than every token's start and
+	 * at most a second before the close (or the crash). The time the
+	 * folder spent closed, or a clock stepped meanwhile, would otherwise
+	 * end every window early, and a retry after a long outage count
+	 * twice. A folder whose tokens were written before the clock was
+	 * stored: where the newest began its window, and no later than the
+	 * system clock (the windows were on it). */
+	if (resume && k->loaded_clock_ms != INT64_MIN) {
+		k->clock_ns = eng_now_ns();
+		k->clock_ms = k->loaded_clock_ms;
+	} else if (resume && k->loaded_max_ms != INT64_MIN) {
 		int64_t at = window_began(k, k->loaded_max_ms);
 
-		if (k->loaded_clock_ms > at)
-			at = k->loaded_clock_ms;
 		k->clock_ns = eng_now_ns();
 		k->clock_ms = eng_now_ms();
 		if (at < k->clock_ms)

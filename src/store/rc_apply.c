@@ -423,7 +423,6 @@ static int plan_op(rc_seg *s, size_t i)
 	case STORE_OP_CTYPE:
 		return plan_schema(s, i);
 	case STORE_OP_TOKEN_DEL:
-	case STORE_OP_TOKEN_CLOCK:
 		return TALLY_OK; /* tokens expire in Redis (EX) */
 	default:
 		return TALLY_EINVAL;

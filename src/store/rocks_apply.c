@@ -239,7 +239,7 @@ static size_t meta_key(uint8_t *buf, uint8_t tag, const uint8_t *s,
 
 static void apply_meta(rocks *r, const store_op *op)
 {
-	uint8_t key[META_KEY_MAX], val[VARINT_MAX];
+	uint8_t key[META_KEY_MAX], val[3];
 	size_t klen;
 
 	switch (op->kind) {
@@ -262,12 +262,6 @@ static void apply_meta(rocks *r, const store_op *op)
 		klen = meta_key(key, META_TOKEN, op->token, op->token_len);
 		rocksdb_writebatch_delete_cf(r->wb, r->cf[CF_META], (char *)key,
 		                             klen);
-		break;
-	case STORE_OP_TOKEN_CLOCK:
-		key[0] = META_TOKEN_CLOCK;
-		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)key, 1,
-		                          (char *)val,
-		                          varint_put_i64(val, op->value));
 		break;
 	default:
 		assert(0 && "not a meta op");
@@ -307,7 +301,6 @@ static int apply_op(rocks *r, store_op *op, const opkey *k)
 	case STORE_OP_TYPE:
 	case STORE_OP_CTYPE:
 	case STORE_OP_TOKEN_DEL:
-	case STORE_OP_TOKEN_CLOCK:
 		apply_meta(r, op);
 		break;
 	default:
@@ -708,6 +701,13 @@ int rocks_apply(store *s, store_batch *b)
 		}
 		if (!b->ops[i].skip)
 			rc = apply_op(r, &b->ops[i], &keys[i % ROCKS_BLOCK]);
+	}
+	if (rc == TALLY_OK && b->token_clock) {
+		uint8_t key = META_TOKEN_CLOCK, val[VARINT_MAX];
+
+		rocksdb_writebatch_put_cf(r->wb, r->cf[CF_META], (char *)&key,
+		                          1, (char *)val,
+		                          varint_put_i64(val, b->token_clock_ms));
 	}
 	if (rc == TALLY_OK)
 		rc = overlays_flush(r);

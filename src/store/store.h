@@ -19,8 +19,7 @@ enum store_op_kind {
 	STORE_OP_EVENT,      /* event fields -> count after */
 	STORE_OP_TYPE,       /* persist counting type: name, id, mode */
 	STORE_OP_CTYPE,      /* persist content type: name, id */
-	STORE_OP_TOKEN_DEL,  /* forget an expired token: token */
-	STORE_OP_TOKEN_CLOCK /* where the tokens' clock is: value (ms) */
+	STORE_OP_TOKEN_DEL   /* forget an expired token: token */
 };
 
 /* One write. Pointers reference memory the engine owns until apply()
@@ -59,6 +58,12 @@ typedef struct store_batch {
 	/* out: set by apply() when it fails with nothing written (a read
 	 * error before the write, out of memory); 0 when it cannot tell */
 	int unwritten;
+	/* Stores with a load of tokens: with token_clock set, where the
+	 * engine's tokens' clock is (ms), stored in the batch's atomic
+	 * write, and handed back by the next load (store_loader). The
+	 * engine sets it on every batch that stores a token. */
+	int token_clock;
+	int64_t token_clock_ms;
 } store_batch;
 
 /* Per-store counters folded into tally_stats. */
@@ -88,7 +93,7 @@ typedef struct store_loader {
 	int (*ctype)(void *arg, const char *name, size_t len, uint16_t id);
 	int (*token)(void *arg, const uint8_t *tok, size_t len,
 	             int64_t result, int64_t expiry_ms);
-	/* The last STORE_OP_TOKEN_CLOCK's value, when one was written. */
+	/* The last batch's token_clock_ms, when one was stored. */
 	int (*token_clock)(void *arg, int64_t ms);
 } store_loader;
 

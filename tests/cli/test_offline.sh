@@ -525,7 +525,8 @@ assert json.load(open("out.txt"))["events"] == 2 * int(sys.argv[1])' \
 
 # An offline backup shows the copy's size while it is made: the sync of
 # the first file it copies is held (tests/fault/faultfs.so, stall-fsync)
-# for 1.5 s, so a line comes meanwhile; the last gives what OUT holds.
+# for 2.5 s, so a line comes meanwhile (one a second); the last gives
+# what OUT holds.
 t_backup_progress() {
 	local shim bg i rc=0 files
 	shim=$(dirname "$TALLY")/faultfs.so
@@ -536,13 +537,13 @@ t_backup_progress() {
 		"$TALLY" backup --data d1 --progress slow/copy >out.txt 2>err.txt &
 	bg=$!
 	# A failed check must not leave it holding d1 for the tests after.
-	trap "echo off >'$WORK/ctl'; kill $bg 2>/dev/null || true" EXIT
+	trap "echo off >'$WORK/ctl'; kill $bg 2>/dev/null || true; wait $bg 2>/dev/null || true" EXIT
 	for i in $(seq 200); do
 		[[ ! -e ctl.stalled ]] || break
 		sleep 0.05
 	done
 	[[ -e ctl.stalled ]]
-	sleep 1.5
+	sleep 2.5
 	[[ -d slow/copy.tally-partial ]]
 	[[ ! -e slow/copy ]]
 	grep -Eq '^tally: the copy holds [0-9.]+ [KMG]?i?B in [0-9]+ files \(of at most [0-9.]+ [KMG]?i?B\)$' err.txt

@@ -288,6 +288,29 @@ static int table_child_main(char **argv)
 	_exit(0);
 }
 
+/* --token-child DB: an increment with a token of a 3 s window, then 2.6 s
+ * idle, then death without a close. The committer of an idle handle
+ * wakes to store the tokens' clock each second while a token is stored,
+ * so the next open resumes it 1.5 s or more after the token's start. */
+#define TK_RETENTION_MS 3000
+#define TK_ID "idle-then-killed"
+
+static int token_child_main(char **argv)
+{
+	tally_options o = { .token_retention_ms = TK_RETENTION_MS };
+	tally_write w = { .kind = TALLY_W_INCRBY, .key = "k", .key_len = 1,
+	                  .value = 1, .id = TK_ID, .id_len = strlen(TK_ID) };
+	tally *t = NULL;
+	int64_t r = 0;
+
+	if (tally_open(argv[2], &o, &t) != TALLY_OK)
+		return 2;
+	if (tally_write_sync(t, &w, &r) != TALLY_OK || r != 1)
+		return 3;
+	usleep(2600 * 1000);
+	_exit(0);
+}
+
 /* --spill-child DB: likes of one article until a checkpoint starts, held
  * there by the store's hook; SC_MORE more, in the next generation; then
  * tally_compact() on a thread of its own, and death without a close while
@@ -1351,12 +1374,35 @@ static void test_kill_during_checkpoint_after_compact_lists_events_once(
 	assert_int_equal(status, 0);
 }
 
+/* A token's window counts the time an idle handle was open before a
+ * crash: 2 s after the reopen it has passed (by 0.5 s or more), and the
+ * retry applies anew. Resumed where the token began (an idle committer
+ * that never woke to store the clock), 1 s of the window would be left
+ * and the retry answered. */
+static void test_kill_of_idle_handle_keeps_token_clock(void **state)
+{
+	struct crash *c = *state;
+	tally_options o = { .token_retention_ms = TK_RETENTION_MS };
+	tally_write w = { .kind = TALLY_W_INCRBY, .key = "k", .key_len = 1,
+	                  .value = 1, .id = TK_ID, .id_len = strlen(TK_ID) };
+	int64_t r = 0;
+
+	assert_int_equal(run_child(c, "--token-child"), 0);
+	assert_int_equal(tally_open(c->db, &o, &c->t), TALLY_OK);
+	usleep(2000 * 1000);
+	assert_int_equal(tally_write_sync(c->t, &w, &r), TALLY_OK);
+	assert_int_equal(r, 2);
+	tally_closep(&c->t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--table-child") == 0)
 		return table_child_main(argv);
 	if (argc == 3 && strcmp(argv[1], "--spill-child") == 0)
 		return spill_child_main(argv);
+	if (argc == 3 && strcmp(argv[1], "--token-child") == 0)
+		return token_child_main(argv);
 	if (argc == 10 && strcmp(argv[1], "--crash-child") == 0)
 		return child_main(argv);
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
@@ -1377,6 +1423,9 @@ int main(int argc, char **argv)
 	        crash_setup, crash_teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_kill_during_checkpoint_after_compact_lists_events_once,
+	        crash_setup, crash_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_kill_of_idle_handle_keeps_token_clock,
 	        crash_setup, crash_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
