@@ -100,11 +100,10 @@ typedef struct tokens {
 	int64_t sweep_until_ms;
 	int64_t sweep_pass_ms;       /* when the current pass started */
 	/* The windows' clock (tokens_now()): clock_ms at the monotonic
-	 * clock's clock_ns, running with the monotonic clock since. While
-	 * tokens are stored the committer stores where it is, once a
-	 * second, and an open resumes it there (or where the newest token
-	 * loaded began its window, if later), so neither a step of the
-	 * system clock nor the time the folder was closed ends a window
+	 * clock's clock_ns, running with the monotonic clock since. Where
+	 * it is goes to the store with every token, and once a second while
+	 * tokens are stored; an open resumes it there, so neither a step of
+	 * the system clock nor the time the folder was closed ends a window
 	 * early. Every expiry above is on it. */
 	int64_t clock_ms;
 	uint64_t clock_ns;
@@ -324,11 +323,11 @@ int tokens_load(void *arg, const uint8_t *tok, size_t len, int64_t result,
                 int64_t expiry_ms);
 /* The loader's token_clock: where the clock was last stored. */
 int tokens_load_clock(void *arg, int64_t ms);
-/* After a load: with resume, the clock starts where it was stored, or
- * where the newest token loaded began its window when that is later,
- * and no later than the system clock; then the tokens are ordered by
- * expiry and those expired on the clock let go (the store's sweep
- * deletes them). */
+/* After a load: with resume, the clock starts where it was stored (in a
+ * folder whose tokens predate that, where the newest token loaded began
+ * its window, and no later than the system clock); then the tokens are
+ * ordered by expiry and those expired on the clock let go (the store's
+ * sweep deletes them). */
 void tokens_loaded(tokens *k, int resume);
 /* Now on the windows' clock, in ms. */
 int64_t tokens_now(const tokens *k);
