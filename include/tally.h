@@ -203,11 +203,13 @@ typedef struct tally_options {
 	uint32_t batch_ops_max;
 	/** How long an idempotency token is remembered, in ms of the
 	 *  handle's open time: the window runs on the monotonic clock,
-	 *  whose place the handle stores with every token and once a
-	 *  second while tokens are stored (idle too), and an open resumes
-	 *  it there, so neither the time the folder is closed nor a step of
-	 *  the system clock ends it early (a window may run up to a second
-	 *  longer per open). The
+	 *  whose place the handle stores with every token, once a second
+	 *  while tokens are stored (idle too; synced in sync durability)
+	 *  and at the close, and an open resumes it there, so neither the
+	 *  time the folder is closed nor a step of the system clock ends it
+	 *  early (after a crash a window may run up to a second longer, or
+	 *  up to flush_interval_ms more in async durability, and longer by
+	 *  the time the store was failed). The
 	 *  redis-cluster store also keeps tokens in Redis, which expires
 	 *  them by its own clock, the time the handle is closed included.
 	 *  0: 600000 (10 minutes). Range 1000..604800000 (7 days). */

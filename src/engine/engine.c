@@ -320,19 +320,21 @@ static int tokens_sweep(tally *t)
 }
 
 /* Where the tokens' clock is, stored once a second while tokens are (an
- * open resumes it there): a batch of its own, synced with the next
- * synced one. Commit lock held. */
+ * open resumes it there), and at the close: a batch of its own, synced
+ * in sync durability (one fsync a second while tokens are stored), so
+ * that a machine's crash loses at most that second of it. Stores that
+ * load no tokens (no token_get) keep none. Commit lock held. */
 static int tokens_clock_store(tally *t)
 {
 	int64_t now_ms = tokens_now(&t->tok);
-	store_batch b = { .token_clock = 1, .token_clock_ms = now_ms };
-	int held = tokens_stored(&t->tok, now_ms);
+	store_batch b = { .sync = t->opt.durability == TALLY_DURABILITY_SYNC,
+	                  .token_clock = 1, .token_clock_ms = now_ms };
+	int held = t->st->vt->token_get != NULL &&
+	           tokens_stored(&t->tok, now_ms);
 
 	/* The committer's wait wakes it for the next while there are. */
 	atomic_store(&t->tokens_held, held);
-	if (!held || t->st->vt->token_get == NULL)
-		return TALLY_OK;
-	return t->st->vt->apply(t->st, &b);
+	return held ? t->st->vt->apply(t->st, &b) : TALLY_OK;
 }
 
 /* Committer thread. Each round, and the sweep, holds the commit lock on
@@ -830,6 +832,15 @@ static void *committer_main(void *arg)
 		recover_maybe(t);
 		pthread_mutex_unlock(&t->commit_lock);
 	}
+	/* The time since the last store of the tokens' clock counts too. */
+	pthread_mutex_lock(&t->commit_lock);
+	if (!t->failed && !t->read_only) {
+		int rc = tokens_clock_store(t);
+
+		if (store_failure(rc))
+			fail_mark(t, rc);
+	}
+	pthread_mutex_unlock(&t->commit_lock);
 	if (async) {
 		pthread_mutex_lock(&t->commit_lock);
 		/* The cells hold acknowledged adds, and a fold of unknown

@@ -32,6 +32,8 @@ enum rocks_cf {
 #define META_CTYPE  'c'  /* 'c' name -> id be16 */
 #define META_TOKEN  'k'  /* 'k' token -> result zigzag, expiry zigzag */
 #define META_TOKEN_CLOCK 'w' /* -> the tokens' clock, ms zigzag */
+/* Largest tokens' clock a load takes (some 73 million years). */
+#define TOKEN_CLOCK_MAX_MS (INT64_C(1) << 61)
 #define META_COUNTERS 'n' /* -> number of named counters, be64 */
 #define META_JOURNAL 'j' /* 'j' be64 n -> the values batch n changed
                             (rocks_journal.c) */

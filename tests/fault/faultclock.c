@@ -4,7 +4,9 @@
  *
  *   TALLY_FAULT_CLOCK=/abs/file   holds a signed number of seconds added
  *                                 to CLOCK_REALTIME (and gettimeofday,
- *                                 time); absent or empty: 0
+ *                                 time); no such file: 0 (an empty read,
+ *                                 as while it is rewritten, keeps the
+ *                                 last)
  *
  * The file is read again when 2 ms have passed on the monotonic clock,
  * which the shim leaves alone, as it does every other clock. */
@@ -67,8 +69,10 @@ static int64_t offset_s(void)
 		return atomic_load(&g_offset_s);
 	atomic_store(&g_read_at_ns, now);
 	fd = open(g_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return atomic_load(&g_offset_s);
+	if (fd < 0) {
+		atomic_store(&g_offset_s, 0);
+		return 0;
+	}
 	n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (n > 0) {

@@ -4503,6 +4503,39 @@ static int scan_counts(void *arg, const tally_event_rec *ev)
 	return 0;
 }
 
+/* A damaged store of the tokens' clock (META 'w': a cut varint, a time
+ * before 1970) leaves the folder whole: the open resumes the clock from
+ * the tokens' own times, and a retry is still answered. */
+static void test_damaged_token_clock_is_let_be(void **state)
+{
+	struct fx *f = *state;
+	static const char *const bad[] = { "\x80", "\x09" };
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	tally_write w = write_incrby("k", 1, 5);
+	char *err = NULL;
+	int64_t r = -1;
+	raw_db d;
+
+	w.id = "clock-damaged";
+	w.id_len = 13;
+	CHECK_OK(tally_write_sync(f->t, &w, &r));
+	CHECK_I64(r, 5);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tally_closep(&f->t);
+		raw_open(&d, f->db);
+		rocksdb_put_cf(d.db, wo, d.h[CF_META], "w", 1, bad[i], 1,
+		               &err);
+		assert_null(err);
+		raw_close(&d);
+		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
+		r = -1;
+		CHECK_OK(tally_write_sync(f->t, &w, &r));
+		CHECK_I64(r, 5);
+		CHECK_I64(get_of(f->t, "k"), 5);
+	}
+	rocksdb_writeoptions_destroy(wo);
+}
+
 /* A content type id stored without its name (META damaged) is corruption
  * where it is read back: HISTORY gave it an empty name, and the event scan
  * (tally export) wrote such events as if they were whole. */
@@ -5386,6 +5419,7 @@ int main(void)
 	    T(test_chunked_events_read_back),
 	    T(test_store_format_upgrade_and_refusal),
 	    T(test_unnamed_ctype_id_is_corrupt),
+	    T(test_damaged_token_clock_is_let_be),
 	    T(test_format4_chunks_read_after_upgrade),
 	    T(test_overlapping_chunks_scanned_once),
 	    T(test_damaged_event_fields_are_corrupt),
