@@ -1016,9 +1016,9 @@ static void test_token_window_counts_time_before_close(void **state)
 	w.id_len = 12;
 	CHECK_OK(tally_write_sync(f->t, &w, &r));
 	CHECK_I64(r, 1);
-	/* Open and idle 2.6 s, then closed: the clock is stored each second
-	 * while a token is stored, the last time 1.5 s in or later
-	 * (test_crash checks an idle handle's, with no close). */
+	/* Open and idle 2.6 s, then closed, which stores the clock (as the
+	 * committer does each second while a token is stored: test_crash
+	 * checks that, with no close). */
 	usleep(2600 * 1000);
 	fx_reopen(f);
 	/* 2 s more: past the window, where a clock resumed at the token's
