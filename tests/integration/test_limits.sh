@@ -830,10 +830,19 @@ for ((i = 0; i < 50; i++)); do
 	[ "$(rcli ping)" == PONG ] && break
 	sleep 0.1
 done
-open_conn "$T_RESP"
-q=$FD
-send_line "$q" QUIT
-assert_eq "QUIT is answered" "+OK" "$(read_line "$q")"
+# The ping's own connection holds the one place until tallyd has seen it
+# close, which a slow (sanitized) tallyd may not have yet: a client that
+# comes first is refused, and tries again.
+for ((i = 0; i < 50; i++)); do
+	open_conn "$T_RESP"
+	q=$FD
+	send_line "$q" QUIT
+	quit=$(read_line "$q")
+	[ "$quit" != "-ERR max number of clients reached" ] && break
+	exec {q}>&-
+	sleep 0.1
+done
+assert_eq "QUIT is answered" "+OK" "$quit"
 # The client keeps its socket open: tallyd drains it for a second, and
 # counted it against --maxclients 1 all that time.
 assert_eq "the next client is served at once" "PONG" "$(rcli ping)"
