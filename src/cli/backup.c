@@ -50,7 +50,7 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 /* ---- progress of the offline copy ------------------------------------------ */
 
 /* How often the copy's size is shown. */
-#define WATCH_EVERY_MS 1000
+#define WATCH_EVERY_S 1
 
 /* The bytes and regular files in a flat folder: 1, or 0 when it is not
  * there (not made yet, or renamed). */
@@ -112,7 +112,7 @@ static void *watch_main(void *arg)
 		uint64_t bytes, files;
 
 		clock_gettime(CLOCK_MONOTONIC, &at);
-		at.tv_sec += WATCH_EVERY_MS / 1000;
+		at.tv_sec += WATCH_EVERY_S;
 		while (!w->stop &&
 		       pthread_cond_timedwait(&w->cv, &w->mu, &at) == 0)
 			;
