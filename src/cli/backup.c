@@ -2,9 +2,7 @@
  * folder. Offline it is tally_backup(); when tallyd holds the folder the
  * copy is made by the server (TALLY.BACKUP), which can do it while
  * serving, so a backup never requires stopping the service. */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,29 +50,6 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 /* How often the copy's size is shown. */
 #define WATCH_EVERY_S 1
 
-/* The bytes and regular files in a flat folder: 1, or 0 when it is not
- * there (not made yet, or renamed). */
-static int folder_size(const char *dir, uint64_t *bytes, uint64_t *files)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	*bytes = *files = 0;
-	if (d == NULL)
-		return 0;
-	while ((e = readdir(d)) != NULL) {
-		struct stat st;
-
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(st.st_mode)) {
-			*bytes += (uint64_t)st.st_size;
-			(*files)++;
-		}
-	}
-	closedir(d);
-	return 1;
-}
-
 /* tally_backup() makes the copy in OUT + TALLY_BACKUP_PARTIAL and renames
  * it when whole: a thread shows that folder's size while it grows. */
 typedef struct watch {
@@ -88,16 +63,16 @@ typedef struct watch {
 	pthread_t th;
 } watch;
 
-static void watch_line(watch *w, uint64_t bytes, uint64_t files)
+static void watch_line(watch *w, const disk_use *u)
 {
 	char b[32], m[32];
 
-	out_bytes(bytes, b, sizeof b);
+	out_bytes(u->bytes, b, sizeof b);
 	out_bytes(w->most, m, sizeof m);
 	/* On a terminal the line is drawn again, and cleared to its end. */
 	fprintf(stderr, w->tty ? "\rtally: the copy holds %s in %llu files (of "
 	        "at most %s)\033[K" : "tally: the copy holds %s in %llu files "
-	        "(of at most %s)\n", b, (unsigned long long)files, m);
+	        "(of at most %s)\n", b, (unsigned long long)u->files, m);
 	fflush(stderr);
 	w->shown = 1;
 }
@@ -109,7 +84,7 @@ static void *watch_main(void *arg)
 
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
-		uint64_t bytes, files;
+		disk_use u;
 
 		clock_gettime(CLOCK_MONOTONIC, &at);
 		at.tv_sec += WATCH_EVERY_S;
@@ -119,8 +94,8 @@ static void *watch_main(void *arg)
 		if (w->stop)
 			break;
 		/* Not made yet, or renamed whole: the last line says. */
-		if (folder_size(w->partial, &bytes, &files))
-			watch_line(w, bytes, files);
+		if (offline_disk_use(w->partial, &u))
+			watch_line(w, &u);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -131,7 +106,7 @@ static void *watch_main(void *arg)
  * on without). */
 static int watch_start(watch *w, const char *dir, const char *out, int force)
 {
-	uint64_t files;
+	disk_use src;
 	pthread_condattr_t a;
 	int ok;
 
@@ -143,7 +118,8 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
 		return 0;
 	/* The journal files are copied to their records' end, not whole:
 	 * the folder's size bounds the copy's. */
-	folder_size(dir, &w->most, &files);
+	(void)offline_disk_use(dir, &src);
+	w->most = src.bytes;
 	if (pthread_condattr_init(&a) != 0)
 		return 0;
 	ok = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0 &&
@@ -167,7 +143,7 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
  * what it holds. */
 static void watch_stop(watch *w, const char *out)
 {
-	uint64_t bytes, files;
+	disk_use u;
 
 	pthread_mutex_lock(&w->mu);
 	w->stop = 1;
@@ -176,8 +152,8 @@ static void watch_stop(watch *w, const char *out)
 	pthread_join(w->th, NULL);
 	pthread_mutex_destroy(&w->mu);
 	pthread_cond_destroy(&w->cv);
-	if (out != NULL && folder_size(out, &bytes, &files))
-		watch_line(w, bytes, files);
+	if (out != NULL && offline_disk_use(out, &u))
+		watch_line(w, &u);
 	if (w->shown && w->tty)
 		fputc('\n', stderr);
 }

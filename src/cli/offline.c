@@ -3,12 +3,14 @@
  * tallyd, so the message says so and names the way around it. */
 #include "offline.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int offline_data_dir(const cli_args *a, const char **dir)
@@ -126,4 +128,41 @@ int offline_dir_sync(const char *path)
 	rc = fsync(fd);
 	close(fd);
 	return rc;
+}
+
+static void disk_walk(const char *path, int depth, disk_use *u)
+{
+	char sub[4096];
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (depth > OFFLINE_DEPTH_MAX || (d = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+		if (n < 0 || (size_t)n >= sizeof sub || lstat(sub, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			disk_walk(sub, depth + 1, u);
+			continue;
+		}
+		u->bytes += (uint64_t)st.st_size;
+		u->blocks_bytes += (uint64_t)st.st_blocks * 512;
+		u->files++;
+	}
+	closedir(d);
+}
+
+int offline_disk_use(const char *path, disk_use *u)
+{
+	struct stat st;
+
+	memset(u, 0, sizeof *u);
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	disk_walk(path, 0, u);
+	return 1;
 }

@@ -5,6 +5,7 @@
 #define TALLY_CLI_OFFLINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -45,5 +46,16 @@ int offline_close_synced(FILE *f);
 /* fsync the folder holding path, so that a rename into it lasts; 0, or
  * -1 with errno set. */
 int offline_dir_sync(const char *path);
+
+/* What a folder holds, subfolders included (up to OFFLINE_DEPTH_MAX
+ * deep), links not followed: file sizes, the bytes allocated to them,
+ * and files. */
+typedef struct disk_use {
+	uint64_t bytes, blocks_bytes, files;
+} disk_use;
+#define OFFLINE_DEPTH_MAX 8
+/* Sums into *u from 0: 1, or 0 when path is no folder that opens (not
+ * made yet, or renamed), *u then 0. */
+int offline_disk_use(const char *path, disk_use *u);
 
 #endif

@@ -2,12 +2,10 @@
  * counted by scanning them all (the engine keeps no event count), so the
  * scan shows progress; per-type rows come for free because the scan
  * visits objects grouped by content type and counting type. */
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "json.h"
 #include "offline.h"
@@ -16,8 +14,6 @@
 
 /* Rows of the per-type table kept; more are summed into the totals only. */
 #define STATS_ROWS_MAX 1000
-/* Deepest folder nesting walked when measuring the data folder. */
-#define STATS_DEPTH_MAX 8
 
 typedef struct stats_row {
 	char ctype[TALLY_NAME_MAX + 1];
@@ -34,37 +30,6 @@ typedef struct stats_run {
 	uint64_t cur_content; /* the object being scanned */
 	int in_group;
 } stats_run;
-
-typedef struct disk_use {
-	uint64_t bytes, blocks_bytes, files;
-} disk_use;
-
-/* Sum the sizes under path, not following links (a folder holds none). */
-static void disk_walk(const char *path, int depth, disk_use *u)
-{
-	char sub[4096];
-	struct dirent *e;
-	struct stat st;
-	DIR *d;
-
-	if (depth > STATS_DEPTH_MAX || (d = opendir(path)) == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		int n = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-		if (n < 0 || (size_t)n >= sizeof sub || lstat(sub, &st) != 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			disk_walk(sub, depth + 1, u);
-			continue;
-		}
-		u->bytes += (uint64_t)st.st_size;
-		u->blocks_bytes += (uint64_t)st.st_blocks * 512;
-		u->files++;
-	}
-	closedir(d);
-}
 
 static void group_flush(stats_run *s)
 {
@@ -279,7 +244,7 @@ int cmd_stats(const cli_ctx *ctx, const cli_args *a)
 		rc = stats_gather(t, v.dir, &v, &s, &types);
 	tally_close(t);
 	if (rc == CLI_OK) {
-		disk_walk(v.dir, 0, &v.disk);
+		(void)offline_disk_use(v.dir, &v.disk);
 		v.run = &s;
 		if (ctx->json)
 			stats_json(&v);

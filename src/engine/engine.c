@@ -319,6 +319,18 @@ static int tokens_sweep(tally *t)
 	return TALLY_OK;
 }
 
+/* Whether the tokens' clock is worth storing: tokens may be stored, in a
+ * store that loads them back (token_get). Kept in tokens_held, for the
+ * committer's wait to wake it once a second while they are. */
+static int tokens_held_set(tally *t, int64_t now_ms)
+{
+	int held = t->st->vt->token_get != NULL &&
+	           tokens_stored(&t->tok, now_ms);
+
+	atomic_store(&t->tokens_held, held);
+	return held;
+}
+
 /* Where the tokens' clock is, stored once a second while tokens are (an
  * open resumes it there), and at the close: a batch of its own, synced
  * in sync durability (one fsync a second while tokens are stored), so
@@ -329,12 +341,9 @@ static int tokens_clock_store(tally *t)
 	int64_t now_ms = tokens_now(&t->tok);
 	store_batch b = { .sync = t->opt.durability == TALLY_DURABILITY_SYNC,
 	                  .token_clock = 1, .token_clock_ms = now_ms };
-	int held = t->st->vt->token_get != NULL &&
-	           tokens_stored(&t->tok, now_ms);
 
-	/* The committer's wait wakes it for the next while there are. */
-	atomic_store(&t->tokens_held, held);
-	return held ? t->st->vt->apply(t->st, &b) : TALLY_OK;
+	return tokens_held_set(t, now_ms) ? t->st->vt->apply(t->st, &b)
+	                                  : TALLY_OK;
 }
 
 /* Committer thread. Each round, and the sweep, holds the commit lock on
@@ -1022,8 +1031,7 @@ static int state_reload(tally *t)
 		schema_replace(&t->sch, &sch, &t->schema_lost);
 		tokens_free(&t->tok);
 		t->tok = tok; /* committer-only: no lock */
-		atomic_store(&t->tokens_held,
-		             tokens_stored(&t->tok, tokens_now(&t->tok)));
+		(void)tokens_held_set(t, tokens_now(&t->tok));
 	} else {
 		tokens_free(&tok);
 	}
@@ -1236,8 +1244,7 @@ int tally_open(const char *path, const tally_options *opts, tally **out)
 		rc = state_load(t->st, &(eng_loaded){ &t->sch, &t->tok }, 1);
 	/* A read-only handle never purges (nor stores the clock). */
 	if (rc == TALLY_OK && !t->read_only)
-		atomic_store(&t->tokens_held,
-		             tokens_stored(&t->tok, tokens_now(&t->tok)));
+		(void)tokens_held_set(t, tokens_now(&t->tok));
 	if (rc == TALLY_OK) {
 		if (pthread_create(&t->committer, NULL, committer_main, t))
 			rc = TALLY_ENOMEM;

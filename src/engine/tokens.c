@@ -231,10 +231,19 @@ static void tokens_sort(tokens *k)
 	free(o);
 }
 
+/* tokens_expire()'s fn at a load: the token leaves memory, and the
+ * sweep deletes its stored copy. */
+static void let_go(void *arg, const uint8_t *tok, size_t len)
+{
+	tokens *k = arg;
+	const tok_val *v = hmap_get(k->map, tok, len);
+
+	assert(v != NULL);
+	forget(k, v->expiry_ms);
+}
+
 void tokens_loaded(tokens *k, int resume)
 {
-	int64_t now_ms;
-
 	/* Where the clock was stored: with every token, and once a second
 	 * while tokens are stored, so no later than every token's start and
 	 * at most a second before the close (or the crash). The time the
@@ -255,21 +264,9 @@ void tokens_loaded(tokens *k, int resume)
 			k->clock_ms = at;
 	}
 	tokens_sort(k);
-	now_ms = tokens_now(k);
 	/* Expired ones answer nothing and would take room in memory: let
 	 * go, the store's sweep deletes them. */
-	while (k->fifo_len > 0) {
-		uint8_t *e = k->fifo[k->fifo_head];
-		const tok_val *v = entry_live(k, e);
-
-		if (v != NULL && v->expiry_ms > now_ms)
-			break;
-		if (v != NULL) {
-			forget(k, v->expiry_ms);
-			hmap_del(k->map, e + ENTRY_HEAD, e[0]);
-		}
-		fifo_pop(k);
-	}
+	(void)tokens_expire(k, tokens_now(k), SIZE_MAX, let_go, k);
 }
 
 const tok_val *tokens_find(tokens *k, const uint8_t *tok, size_t len,

@@ -220,6 +220,14 @@ static int64_t remove_ok(tally *t, const tally_event *ev)
 	return c;
 }
 
+/* tally_write_sync that must succeed; returns the write's result. */
+static int64_t write_ok(tally *t, const tally_write *w)
+{
+	int64_t r = INT64_MIN;
+	CHECK_OK(tally_write_sync(t, w, &r));
+	return r;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -949,51 +957,37 @@ static void test_token_window_runs_while_open(void **state)
 	tally_options o = f->opts;
 	tally_write w = write_incrby("k", 1, 1);
 	tally_write w2 = write_incrby("k", 1, 10);
-	int64_t r = -1;
 
 	o.token_retention_ms = 2000;
 	fx_reopen_with(f, &o);
 	w.id = "outage";
 	w.id_len = 6;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 1);
+	CHECK_I64(write_ok(f->t, &w), 1);
 	for (int round = 0; round < 2; round++) {
 		/* Closed for longer than the window. */
 		tally_closep(&f->t);
 		usleep(2200 * 1000);
 		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
-		r = -1;
-		CHECK_OK(tally_write_sync(f->t, &w, &r));
-		CHECK_I64(r, 1);
+		CHECK_I64(write_ok(f->t, &w), 1);
 		CHECK_I64(get_of(f->t, "k"), 10 * round + 1);
 		/* A token taken after the reopen is kept beside it. */
 		w2.id = round == 0 ? "after-0" : "after-1";
 		w2.id_len = 7;
-		r = -1;
-		CHECK_OK(tally_write_sync(f->t, &w2, &r));
-		CHECK_I64(r, 10 * round + 11);
+		CHECK_I64(write_ok(f->t, &w2), 10 * round + 11);
 	}
 	w2.id = "after-0";
-	r = -1;
-	CHECK_OK(tally_write_sync(f->t, &w2, &r));
-	CHECK_I64(r, 11);
+	CHECK_I64(write_ok(f->t, &w2), 11);
 	CHECK_I64(get_of(f->t, "k"), 21);
 
 	/* Open for longer than the window: the retry applies anew. */
 	usleep(2100 * 1000);
-	r = -1;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 22);
+	CHECK_I64(write_ok(f->t, &w), 22);
 	CHECK_I64(get_of(f->t, "k"), 22);
 	/* And after a reopen the expired ones stay expired. */
 	fx_reopen(f);
-	r = -1;
-	CHECK_OK(tally_write_sync(f->t, &w2, &r));
-	CHECK_I64(r, 32);
+	CHECK_I64(write_ok(f->t, &w2), 32);
 	/* The one renewed just now is answered. */
-	r = -1;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 22);
+	CHECK_I64(write_ok(f->t, &w), 22);
 	CHECK_I64(get_of(f->t, "k"), 32);
 }
 
@@ -1008,14 +1002,12 @@ static void test_token_window_counts_time_before_close(void **state)
 	struct fx *f = *state;
 	tally_options o = f->opts;
 	tally_write w = write_incrby("k", 1, 1);
-	int64_t r = -1;
 
 	o.token_retention_ms = 3000;
 	fx_reopen_with(f, &o);
 	w.id = "before-close";
 	w.id_len = 12;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 1);
+	CHECK_I64(write_ok(f->t, &w), 1);
 	/* Open and idle 2.6 s, then closed, which stores the clock (as the
 	 * committer does each second while a token is stored: test_crash
 	 * checks that, with no close). */
@@ -1024,9 +1016,7 @@ static void test_token_window_counts_time_before_close(void **state)
 	/* 2 s more: past the window, where a clock resumed at the token's
 	 * start would be 1 s short of it. */
 	usleep(2000 * 1000);
-	r = -1;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 2);
+	CHECK_I64(write_ok(f->t, &w), 2);
 	CHECK_I64(get_of(f->t, "k"), 2);
 }
 
@@ -4513,13 +4503,11 @@ static void test_damaged_token_clock_is_let_be(void **state)
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
 	tally_write w = write_incrby("k", 1, 5);
 	char *err = NULL;
-	int64_t r = -1;
 	raw_db d;
 
 	w.id = "clock-damaged";
 	w.id_len = 13;
-	CHECK_OK(tally_write_sync(f->t, &w, &r));
-	CHECK_I64(r, 5);
+	CHECK_I64(write_ok(f->t, &w), 5);
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		tally_closep(&f->t);
 		raw_open(&d, f->db);
@@ -4528,9 +4516,7 @@ static void test_damaged_token_clock_is_let_be(void **state)
 		assert_null(err);
 		raw_close(&d);
 		CHECK_OK(tally_open(f->db, &f->opts, &f->t));
-		r = -1;
-		CHECK_OK(tally_write_sync(f->t, &w, &r));
-		CHECK_I64(r, 5);
+		CHECK_I64(write_ok(f->t, &w), 5);
 		CHECK_I64(get_of(f->t, "k"), 5);
 	}
 	rocksdb_writeoptions_destroy(wo);
