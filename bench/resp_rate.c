@@ -10,8 +10,10 @@
  *
  * Every `__rand_int__` in an argument becomes a random number of 12 digits
  * below KEYSPACE, drawn anew for each occurrence, as redis-benchmark does.
- * Prints one JSON line: the rates asked and sent, replies, and latency
- * percentiles in ms of the replies to commands due after the warm-up.
+ * Prints one JSON line: the rates asked and sent, replies, latency
+ * percentiles in ms of the replies to commands due after the warm-up, and
+ * how late this client sent those commands (send_lag_*: a client short of
+ * CPU adds its own lateness to the latencies, and says how much).
  * Exit status: 0 when every command was answered without an error reply;
  * 1 on an error reply, a lost connection, a server that falls
  * IN_FLIGHT_MAX commands behind on a connection, or replies still missing
@@ -84,13 +86,20 @@ struct opts {
 struct run {
 	struct opts o;
 	struct conn *conns;
-	struct hist *hist;
+	struct hist *hist;      /* reply latencies, from each command's due */
+	struct hist *lag;       /* this client's own lateness in sending */
 	int ep, tfd;
 	uint64_t start_ns, end_ns, warm_ns;
-	uint64_t sent, answered, errors, lag_max_ns;
+	uint64_t sent, answered, errors;
 	uint64_t rng;
 	char first_error[256];
 };
+
+/* When command i falls due: the one formula for the sends and the timer. */
+static uint64_t due_of(const struct run *r, uint64_t i)
+{
+	return r->start_ns + (uint64_t)((double)i * 1e9 / r->o.rate);
+}
 
 static uint64_t now_ns(void)
 {
@@ -135,12 +144,14 @@ static double hist_pct(const struct hist *h, double q)
 	for (uint64_t i = 0; i < HIST_FINE_US; i++) {
 		seen += h->fine[i];
 		if (seen > rank)
-			return (double)(i + 1) / 1000.0;
+			return (double)(i + 1) / 1000.0 < h->max_ms ? (double)(i + 1) / 1000.0
+								 : h->max_ms;
 	}
 	for (uint64_t i = 0; i <= HIST_COARSE_MS; i++) {
 		seen += h->coarse[i];
 		if (seen > rank)
-			return i == HIST_COARSE_MS ? h->max_ms : (double)(i + 1);
+			return i == HIST_COARSE_MS || (double)(i + 1) > h->max_ms ? h->max_ms
+										 : (double)(i + 1);
 	}
 	return h->max_ms;
 }
@@ -270,8 +281,14 @@ static int flush_out(struct run *r, struct conn *c)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return c->want_out ? 0 : watch(r, c, 1);
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			fprintf(stderr, "resp_rate: the server closed a connection: %s\n",
+				strerror(errno));
+			return -1;
+		}
 		if (n <= 0) {
-			fprintf(stderr, "resp_rate: write: %s\n", strerror(errno));
+			fprintf(stderr, "resp_rate: send: %s\n", n < 0 ? strerror(errno)
+								  : "nothing written");
 			return -1;
 		}
 		memmove(c->out, c->out + n, c->out_len - (size_t)n);
@@ -340,10 +357,8 @@ static int read_in(struct run *r, struct conn *c)
  * late loop sends the backlog at once, each still timed from its due. */
 static int send_due(struct run *r, uint64_t now)
 {
-	double gap_ns = 1e9 / r->o.rate;
-
 	for (;;) {
-		uint64_t due = r->start_ns + (uint64_t)((double)r->sent * gap_ns);
+		uint64_t due = due_of(r, r->sent);
 		struct conn *c = &r->conns[r->sent % r->o.conns];
 		int rc;
 
@@ -358,15 +373,15 @@ static int send_due(struct run *r, uint64_t now)
 		rc = encode(r, c);
 		if (rc != 0) {
 			fprintf(stderr, rc == -1 ? "resp_rate: command longer than %d bytes\n"
-				: "resp_rate: the server reads no more (%d bytes unsent)\n",
-				rc == -1 ? CMD_BYTES_MAX : (int)OUT_CAP);
+				: "resp_rate: the server reads no more (%d bytes unsent on a "
+				"connection)\n", rc == -1 ? CMD_BYTES_MAX : (int)c->out_len);
 			return -1;
 		}
 		c->due_ns[(c->head + c->count) % IN_FLIGHT_MAX] = due;
 		c->count++;
 		r->sent++;
-		if (now - due > r->lag_max_ns)
-			r->lag_max_ns = now - due;
+		if (due >= r->warm_ns)
+			hist_add(r->lag, now - due);
 		if (flush_out(r, c) != 0)
 			return -1;
 	}
@@ -397,7 +412,7 @@ static int loop(struct run *r)
 
 		if (send_due(r, now) != 0)
 			return -1;
-		next = r->start_ns + (uint64_t)((double)r->sent * 1e9 / r->o.rate);
+		next = due_of(r, r->sent);
 		if (next >= r->end_ns) {
 			if (in_flight(r) == 0)
 				return 0;
@@ -444,8 +459,10 @@ static int dial(const struct opts *o)
 	}
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-		if (fd < 0)
+		if (fd < 0) {
+			err = errno;
 			continue;
+		}
 		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 			break;
 		err = errno;
@@ -487,8 +504,10 @@ static double num_arg(const char *flag, const char *s, double lo, double hi)
 
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-		fprintf(stderr, "resp_rate: %s %s: want a number from %g to %g\n", flag, s, lo, hi);
+	if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi) ||
+	    ((strcmp(flag, "-c") == 0 || strcmp(flag, "-r") == 0) && v != (double)(uint64_t)v)) {
+		fprintf(stderr, "resp_rate: %s %s: want a%s number from %g to %g\n", flag, s,
+			strcmp(flag, "-c") == 0 || strcmp(flag, "-r") == 0 ? " whole" : "", lo, hi);
 		return -1;
 	}
 	return v;
@@ -553,13 +572,16 @@ static int setup(struct run *r)
 	 * falls into the timed run. */
 	r->conns = malloc(r->o.conns * sizeof *r->conns);
 	r->hist = malloc(sizeof *r->hist);
+	r->lag = malloc(sizeof *r->lag);
 	if (r->conns != NULL)
 		memset(r->conns, 0, r->o.conns * sizeof *r->conns);
 	if (r->hist != NULL)
 		memset(r->hist, 0, sizeof *r->hist);
+	if (r->lag != NULL)
+		memset(r->lag, 0, sizeof *r->lag);
 	r->ep = epoll_create1(0);
 	r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
-	if (r->conns == NULL || r->hist == NULL || r->ep < 0 || r->tfd < 0 ||
+	if (r->conns == NULL || r->hist == NULL || r->lag == NULL || r->ep < 0 || r->tfd < 0 ||
 	    epoll_ctl(r->ep, EPOLL_CTL_ADD, r->tfd, &ev) != 0) {
 		fprintf(stderr, "resp_rate: setup: %s\n", strerror(errno));
 		return -1;
@@ -570,8 +592,12 @@ static int setup(struct run *r)
 		c->fd = dial(&r->o);
 		if (c->fd < 0)
 			return -1;
-		c->out = calloc(1, OUT_CAP);
-		c->in = calloc(1, IN_CAP);
+		c->out = malloc(OUT_CAP);
+		c->in = malloc(IN_CAP);
+		if (c->out != NULL && c->in != NULL) {
+			memset(c->out, 0, OUT_CAP);
+			memset(c->in, 0, IN_CAP);
+		}
 		ev = (struct epoll_event){ .events = EPOLLIN, .data.ptr = c };
 		if (c->out == NULL || c->in == NULL ||
 		    epoll_ctl(r->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
@@ -592,6 +618,7 @@ static void teardown(struct run *r)
 	}
 	free(r->conns);
 	free(r->hist);
+	free(r->lag);
 	if (r->ep >= 0)
 		close(r->ep);
 	if (r->tfd >= 0)
@@ -605,11 +632,13 @@ static void report(const struct run *r)
 
 	printf("{\"name\":\"resp-rate\",\"connections\":%u,\"seconds\":%g,\"warmup\":%g,"
 	       "\"target_rate\":%.0f,\"rate\":%.1f,\"sent\":%" PRIu64 ",\"answered\":%" PRIu64
-	       ",\"errors\":%" PRIu64 ",\"timed\":%" PRIu64 ",\"send_lag_max_ms\":%.3f,"
+	       ",\"errors\":%" PRIu64 ",\"timed\":%" PRIu64 ",\"send_lag_p50_ms\":%.3f,"
+	       "\"send_lag_p99_ms\":%.3f,\"send_lag_max_ms\":%.3f,"
 	       "\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,"
 	       "\"p999_ms\":%.3f,\"max_ms\":%.3f}\n",
 	       r->o.conns, r->o.seconds, r->o.warmup, r->o.rate, (double)r->sent / secs,
-	       r->sent, r->answered, r->errors, h->n, (double)r->lag_max_ns / 1e6,
+	       r->sent, r->answered, r->errors, h->n, hist_pct(r->lag, 0.5),
+	       hist_pct(r->lag, 0.99), r->lag->max_ms,
 	       h->n ? h->sum_ms / (double)h->n : 0.0, hist_pct(h, 0.5), hist_pct(h, 0.9),
 	       hist_pct(h, 0.99), hist_pct(h, 0.999), h->max_ms);
 }

@@ -123,7 +123,7 @@ rb() { # port n clients pipeline r args... -> "rps p50 p99"
 }
 declare -A NREQ # calibrated request counts, per system/workload
 RES=""
-# These two set RES (not stdout: they remember state in the arrays).
+# This sets RES (not stdout: it remembers state in the array).
 rb_timed() { # key port c p r args...: about SECS seconds (n calibrated once)
 	local key=$1; shift
 	local port=$1 c=$2 p=$3 r=$4; shift 4
@@ -135,29 +135,19 @@ rb_timed() { # key port c p r args...: about SECS seconds (n calibrated once)
 	fi
 	RES=$(rb "$port" "${NREQ[$key]}" "$c" "$p" "$r" "$@")
 }
-declare -A HALFC # clients giving about half the max read rate, per system: each round's
-read_half() { # key port max_rps args... -> "rps p50 p99" at about half load
-	local key=$1 port=$2 max=$3; shift 3
-	local c res rps best="" bestd=""
-	# Fewer clients until the rate falls to half of this round's max or
-	# below; keep the closest. Every round: a count found in one round
-	# (say while the server was busy with earlier work) can be full load
-	# in the next.
-	for c in 25 12 8 6 4 3 2 1; do
-		res=$(rb "$port" "$(awk -v m="$max" -v s="$SECS" 'BEGIN { print int(m / 4 * s) }')" "$c" 1 100000 "$@")
-		rps=${res%% *}
-		d=$(awk -v a="$rps" -v m="$max" 'BEGIN { d = a / m - 0.5; print (d < 0 ? -d : d) }')
-		if [ -z "$bestd" ] || awk -v a="$d" -v b="$bestd" 'BEGIN { exit !(a < b) }'; then
-			best="$c $res"; bestd=$d
-		fi
-		awk -v a="$rps" -v m="$max" 'BEGIN { exit !(a <= 0.5 * m) }' && break
-	done
-	HALFC[$key]="${HALFC[$key]:+${HALFC[$key]}, }${best%% *}"
-	RES=${best#* }
+read_half() { # port max_rps args... -> "rps p50 p99 lag_p99" at half of max_rps
+	# resp_rate (bench/resp_rate.c) sends at a fixed rate and times each
+	# reply from when its command was due (open loop), as pgbench -R does;
+	# lag_p99 is how late it sent, its own share of those times.
+	local port=$1 max=$2; shift 2
+	"$BUILD/resp_rate" -p "$port" -c $CLIENTS -s "$SECS" -r 100000 \
+		-R "$(awk -v m="$max" 'BEGIN { print int(m / 2) }')" "$@" | json_kv |
+		awk -F: '$1 == "rate" { r = $2 } $1 == "p50_ms" { a = $2 } $1 == "p99_ms" { b = $2 }
+		$1 == "send_lag_p99_ms" { l = $2 } END { if (r == "") exit 1; print r, a, b, l }'
 }
 record() { # round system workload "rps p50 p99"
 	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(echo "$4" | tr ' ' '\t')" >>"$RAW"
-	log "round $1  $(printf '%-15s %-14s' "$2" "$3") $(echo "$4" | awk '{ printf "%10.0f ops/s  p50 %.3f ms  p99 %.3f ms", $1, $2, $3 }')"
+	log "round $1  $(printf '%-15s %-14s' "$2" "$3") $(echo "$4" | awk '{ printf "%10.0f ops/s  p50 %.3f ms  p99 %.3f ms", $1, $2, $3; if (NF > 3) printf "  (send lag p99 %.3f ms)", $4 }')"
 }
 
 MCOUNT_ARGS=(TALLY.MCOUNT article like)
@@ -186,11 +176,11 @@ resp_round() { # round system port
 	if [ "$s" = tally ]; then
 		rb_timed "$s/read-max" "$port" $CLIENTS 1 100000 "${MCOUNT_ARGS[@]}"; res=$RES
 		record "$r" "$s" read-max "$res"; max=${res%% *}
-		read_half "$s" "$port" "$max" "${MCOUNT_ARGS[@]}"; res=$RES
+		res=$(read_half "$port" "$max" "${MCOUNT_ARGS[@]}")
 	else
 		rb_timed "$s/read-max" "$port" $CLIENTS 1 100000 "${MGET_ARGS[@]}"; res=$RES
 		record "$r" "$s" read-max "$res"; max=${res%% *}
-		read_half "$s" "$port" "$max" "${MGET_ARGS[@]}"; res=$RES
+		res=$(read_half "$port" "$max" "${MGET_ARGS[@]}")
 	fi
 	record "$r" "$s" read-half "$res"
 }
@@ -354,6 +344,16 @@ cp "$RAW" "$TMP/raw_copy.tsv"
 # PostgreSQL workload each compares with (- for none).
 RESP_WORKLOADS="incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max"
 pg_of() { case $1 in like-p16) echo like-c16 ;; like-hot-p16) echo like-hot-c16 ;; read-max) echo read-max ;; *) echo - ;; esac; }
+# The median send lag p99 of resp_rate in a system's read-half rounds
+# (the 7th field of their raw rows), or "-".
+lag_med() {
+	awk -F'\t' -v s="$1" '$2 == s && $3 == "read-half" && NF >= 7 { a[++n] = $7 }
+	END {
+		if (!n) { print "-"; exit }
+		for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+		printf "%.3f\n", n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}' "$RAW"
+}
 get() { awk -F'\t' -v s="$1" -v w="$2" -v c="${3:-3}" '$1 == s && $2 == w { print $c; f = 1 } END { if (!f) print 0 }' "$TMP/med.tsv"; }
 sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZES"; }
 # The disk-flush probes: median, min and max of their averages, median of
@@ -473,7 +473,7 @@ P99=$(get tally read-half 5)
 	echo "| like-p16 | \`-P 16 -r 100000 TALLY.ADD article like __rand_int__ 1__rand_int__\` | \`-P 16 -r 100000 EVALSHA <bench/redis_like.lua> 0 __rand_int__ 1__rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like.sql\` (like-c16) |"
 	echo "| like-hot-p16 | \`-P 16 -r 10000000 TALLY.ADD article like 7 1__rand_int__\` | \`-P 16 -r 10000000 EVALSHA <bench/redis_like.lua> 0 7 1__rand_int__\` | \`pgbench -c 16 -j 2 -T $SECS -f bench/pg_like_hot.sql\` (like-hot-c16) |"
 	echo "| read-max | \`-P 1 -r 100000 TALLY.MCOUNT article like\` + 50 x \`__rand_int__\` | \`MGET\` + 50 x \`like:__rand_int__\` | \`pgbench -c 16 -T $SECS -f bench/pg_read.sql\` |"
-	echo "| read-half | as read-max, fewer clients (see below) | same | \`pgbench -c 16 -R max/2\` |"
+	echo "| read-half | \`resp_rate -c 50 -s $SECS -r 100000 -R max/2\` + read-max's command (see below) | same | \`pgbench -c 16 -R max/2\` |"
 	echo ""
 	echo "The like distribution is an approximation: redis-benchmark's \`-r\` is one range"
 	echo "for every \`__rand_int__\`, so content is uniform in 0..99999 and member is"
@@ -515,23 +515,27 @@ P99=$(get tally read-half 5)
 	echo ""
 	echo "![read latency](bench-read-latency.png)"
 	echo ""
-	echo "redis-benchmark has no rate limit: half load is approximated by fewer"
-	echo "clients (\`-P 1\`): in every round, right after that round's read-max, the"
-	echo "script tries 25, 12, 8, 6, 4, 3, 2, 1 clients until the rate is at or below"
-	echo "half of it and keeps the count closest to half (the clients column lists each"
-	echo "round's). pgbench uses \`-R\` (max/2 TPS) with 16"
-	echo "clients; p50/p99 come from its per-transaction log (\`-l\`)."
-	echo "pgbench's latency under \`-R\` is measured from the scheduled start, so it"
-	echo "includes waiting behind a slow transaction (open loop); redis-benchmark's is"
-	echo "closed loop (a client waits before sending the next request), which hides such"
-	echo "waits: PostgreSQL's p99 is not directly comparable with the others'."
+	echo "In every round, right after that round's read-max, the same command at half"
+	echo "of its rate, open loop: redis-benchmark has no rate limit, so the RESP"
+	echo "systems get \`$(basename "$BUILD")/resp_rate\` (bench/resp_rate.c), which"
+	echo "sends the command at a fixed rate over 50 connections and times each reply"
+	echo "from when its command was due, not from when it was sent; PostgreSQL gets"
+	echo "pgbench \`-R\` (max/2 TPS, 16 clients), whose latency under \`-R\` is also"
+	echo "measured from the scheduled start (p50/p99 from its per-transaction log,"
+	echo "\`-l\`). Both charge a stall to every request that fell due during it, where"
+	echo "a closed-loop client (each waits for its reply before it sends again) would"
+	echo "charge only the requests in flight. The last column is how late resp_rate"
+	echo "itself sent (the p99 of each command's send after its due time, median of"
+	echo "the rounds): that much of the latencies is the client's, on the cores it"
+	echo "shares with the server."
 	echo ""
-	echo "| system | clients | median ops/s | half of max | p50 ms | p99 ms |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "| system | clients | median ops/s sent | half of max | p50 ms | p99 ms | client's send lag p99 ms |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
 	for s in $T $RN $RA $RE postgresql; do
-		c=${HALFC[$s]:-16}
-		printf '| %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(commas "$(get $s read-half)")" \
-			"$(commas "$(awk -v m="$(get $s read-max)" 'BEGIN { print m / 2 }')")" "$(get $s read-half 4)" "$(get $s read-half 5)"
+		c=$CLIENTS; [ "$s" = postgresql ] && c=16
+		printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(commas "$(get $s read-half)")" \
+			"$(commas "$(awk -v m="$(get $s read-max)" 'BEGIN { print m / 2 }')")" "$(get $s read-half 4)" "$(get $s read-half 5)" \
+			"$(lag_med "$s")"
 	done
 	echo ""
 	echo "### Size and restart"
@@ -599,7 +603,6 @@ P99=$(get tally read-half 5)
 	echo "  (about 10 s after 3M random likes through tallyd)."
 	echo "- tally's bytes per like come from the in-process loader (the issue's exact"
 	echo "  distribution), not from likes sent through tallyd (same engine, same entries)."
-	echo "- Half load for redis-benchmark is approximated by fewer clients, not a rate limit."
 	echo "- The like and read distributions are the approximation described above; Redis"
 	echo "  key names keep the 12-digit zero padding of \`__rand_int__\`."
 	echo "- PostgreSQL has no INCR workloads and no named-counter size; its read and like"
@@ -609,7 +612,8 @@ P99=$(get tally read-half 5)
 	echo ""
 	echo "### Raw rounds"
 	echo ""
-	echo "round, system, workload, ops/s, p50 ms, p99 ms (redis-benchmark / pgbench):"
+	echo "round, system, workload, ops/s, p50 ms, p99 ms (redis-benchmark / resp_rate / pgbench); a"
+	echo "RESP system's read-half adds resp_rate's send lag p99 (ms):"
 	echo ""
 	echo '```'
 	cat "$RAW"

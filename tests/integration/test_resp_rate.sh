@@ -35,6 +35,8 @@ assert_eq "4000 answered" 4000 "$(field "$OUT" answered)"
 assert_eq "no error reply" 0 "$(field "$OUT" errors)"
 assert_eq "every reply timed (no warm-up)" 4000 "$(field "$OUT" timed)"
 assert_eq "tallyd counted each once" 4000 "$(rcli GET hot)"
+assert_eq "its own send lag: p50 <= p99 <= max" 1 "$(awk -v a="$(field "$OUT" send_lag_p50_ms)" \
+	-v b="$(field "$OUT" send_lag_p99_ms)" -v c="$(field "$OUT" send_lag_max_ms)" 'BEGIN { print (a <= b && b <= c) ? 1 : 0 }')"
 assert_eq "p50 <= p99 <= max" 1 "$(awk -v a="$(field "$OUT" p50_ms)" \
 	-v b="$(field "$OUT" p99_ms)" -v c="$(field "$OUT" max_ms)" 'BEGIN { print (a > 0 && a <= b && b <= c) ? 1 : 0 }')"
 
@@ -122,7 +124,10 @@ assert_eq "no -R" 2 "$RC"
 assert_contains "named" "$ERR" "-R RATE is required"
 run_rate -p "$T_RESP" -R 10 -c 0 INCR x
 assert_eq "-c 0" 2 "$RC"
-assert_contains "its range" "$ERR" "-c 0: want a number from 1 to 1000"
+assert_contains "its range" "$ERR" "-c 0: want a whole number from 1 to 1000"
+run_rate -p "$T_RESP" -R 10 -c 1.5 INCR x
+assert_eq "-c 1.5" 2 "$RC"
+assert_contains "a whole number" "$ERR" "-c 1.5: want a whole number"
 run_rate -p "$T_RESP" -R 10
 assert_eq "no command" 2 "$RC"
 assert_contains "named" "$ERR" "want a command of 1 to 256 words"
