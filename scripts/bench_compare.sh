@@ -9,8 +9,10 @@
 # Usage: scripts/bench_compare.sh BUILD_DIR   (make bench: build-release)
 # Environment: BENCH_RUNS (3), BENCH_SECONDS (4, length of one figure),
 # BENCH_SIZE_LIKES (1000000), BENCH_SIZE_COUNTERS (1000000),
-# BENCH_RESTART_EVENTS (10000000; tallyd's restart time with that many
-# likes stored; 0 skips it),
+# BENCH_RESTART_EVENTS (10000000; tallyd's and Redis's restart time with
+# that many likes stored; 0 skips it), BENCH_CRASH_LIKES (3000000; the
+# restart time of each after kill -9, that many likes sent through it
+# first; 0 skips it),
 # BENCH_OUT (docs/BENCHMARKS.md), BENCH_DIR (data parent; /tmp, or
 # ./bench-data when /tmp is tmpfs).
 set -euo pipefail
@@ -30,6 +32,7 @@ SECS=${BENCH_SECONDS:-4}
 SIZE_LIKES=${BENCH_SIZE_LIKES:-1000000}
 SIZE_COUNTERS=${BENCH_SIZE_COUNTERS:-1000000}
 RESTART_EVENTS=${BENCH_RESTART_EVENTS:-10000000}
+CRASH_LIKES=${BENCH_CRASH_LIKES:-3000000}
 OUT=${BENCH_OUT:-$ROOT/docs/BENCHMARKS.md}
 PGBIN=/usr/lib/postgresql/15/bin
 CLIENTS=50
@@ -85,6 +88,11 @@ start_redis() { # mode dir port; mode: nopersist | always | everysec
 		--daemonize no --logfile "$TMP/redis.log" --protected-mode yes &
 	REDIS_PID=$!
 	wait_ping "$3"
+}
+kill_server() { # PID-VARIABLE: kill -9, as a crash would, and reap it
+	local pid=${!1}
+	kill -KILL "$pid"; wait "$pid" 2>/dev/null || true
+	printf -v "$1" '%s' ""
 }
 stop_redis() { # port
 	redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true
@@ -288,6 +296,19 @@ if [ "$RESTART_EVENTS" -gt 0 ]; then
 	rm -rf "$TMP/tr"
 	log "tally: restart with $RESTART_EVENTS likes stored measured"
 fi
+# tally: restart after kill -9, CRASH_LIKES likes sent through tallyd: the
+# journal and RocksDB's write-ahead log are replayed.
+if [ "$CRASH_LIKES" -gt 0 ]; then
+	rm -rf "$TMP/tally"; start_tally "$TMP/tally" "$port"
+	rb "$port" "$CRASH_LIKES" $CLIENTS 16 100000 TALLY.ADD article like __rand_int__ 1__rand_int__ >/dev/null
+	kill_server TALLY_PID
+	echo "tally_crash_bytes $(size_of "$TMP/tally")" >>"$SIZES"
+	t=$(now_ms); start_tally "$TMP/tally" "$port"
+	echo "tally_crash_restart_ms $(( $(now_ms) - t ))" >>"$SIZES"
+	stop_tally
+	rm -rf "$TMP/tally"
+	log "tally: restart after kill -9 with $CRASH_LIKES likes sent measured"
+fi
 
 # Redis: used_memory delta; AOF everysec, so that the restart reloads it.
 port=$(free_port)
@@ -311,6 +332,31 @@ echo "redis_counters $(redis-cli -p "$port" dbsize)" >>"$SIZES"
 echo "redis_counters_mem $((u1 - u0))" >>"$SIZES"
 stop_redis "$port"
 rm -rf "$TMP/redis"
+# Redis: restart with RESTART_EVENTS likes stored (the Lua script, AOF
+# everysec, a clean shutdown), then after kill -9 with CRASH_LIKES sent.
+if [ "$RESTART_EVENTS" -gt 0 ]; then
+	start_redis everysec "$TMP/redis" "$port"
+	like=$(redis-cli -p "$port" script load "$LUA")
+	rb "$port" "$RESTART_EVENTS" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__ >/dev/null
+	redis-cli -p "$port" shutdown >/dev/null 2>&1 || true; wait "$REDIS_PID" || true; REDIS_PID=""
+	echo "redis_big_aof_bytes $(size_of "$TMP/redis")" >>"$SIZES"
+	t=$(now_ms); start_redis everysec "$TMP/redis" "$port"
+	echo "redis_big_restart_ms $(( $(now_ms) - t ))" >>"$SIZES"
+	stop_redis "$port"
+	rm -rf "$TMP/redis"
+	log "Redis: restart with $RESTART_EVENTS likes stored measured"
+fi
+if [ "$CRASH_LIKES" -gt 0 ]; then
+	start_redis everysec "$TMP/redis" "$port"
+	like=$(redis-cli -p "$port" script load "$LUA")
+	rb "$port" "$CRASH_LIKES" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__ >/dev/null
+	kill_server REDIS_PID
+	t=$(now_ms); start_redis everysec "$TMP/redis" "$port"
+	echo "redis_crash_restart_ms $(( $(now_ms) - t ))" >>"$SIZES"
+	stop_redis "$port"
+	rm -rf "$TMP/redis"
+	log "Redis: restart after kill -9 with $CRASH_LIKES likes sent measured"
+fi
 
 # PostgreSQL: relation sizes after the same number of likes through
 # like_add (one statement, so it does not take minutes), VACUUM.
@@ -564,9 +610,13 @@ PING99=$(get tally ping-half 5)
 	echo "  ($(sz pg_load_likes_ms) ms) and VACUUM ANALYZE; WAL not counted."
 	echo "- Restart: from starting the process until it answers PING: tallyd on the"
 	echo "  folder tally_bench kept ($(commas "$(sz tally_stored)") likes), Redis reloading its AOF"
-	echo "  (everysec) after the $(commas "$SIZE_LIKES") Lua likes; and tallyd again with"
-	echo "  $(commas "$RESTART_EVENTS") likes stored (BENCH_RESTART_EVENTS; the same loader, $(commas "$(sz tally_big_stored)")"
-	echo "  stored in $(sz tally_big_load_ms) ms, $(commas "$(sz tally_big_bytes)") B after compaction)."
+	echo "  (everysec) after the $(commas "$SIZE_LIKES") Lua likes; and both again with"
+	echo "  $(commas "$RESTART_EVENTS") likes stored (BENCH_RESTART_EVENTS; tallyd: the same loader, $(commas "$(sz tally_big_stored)")"
+	echo "  stored in $(sz tally_big_load_ms) ms, $(commas "$(sz tally_big_bytes)") B after compaction; Redis: the Lua"
+	echo "  script through redis-benchmark, an AOF of $(commas "$(sz redis_big_aof_bytes)") B). After kill -9:"
+	echo "  $(commas "$CRASH_LIKES") likes sent through each server (\`-c 50 -P 16\`, BENCH_CRASH_LIKES), then"
+	echo "  \`kill -9\` and a start on what it left: tallyd replays its journal and"
+	echo "  RocksDB's write-ahead log (the folder held $(commas "$(sz tally_crash_bytes)") B), Redis its AOF."
 	echo "- Named counters: \`INCR c:__rand_int__ -r 1000000000 -n $SIZE_COUNTERS -c 50 -P 16\`"
 	echo "  through each server; the number of distinct counters is DBSIZE afterwards."
 	echo "  tally: \`du -sb\` of the data folder after a clean shutdown (SIGTERM) minus"
@@ -578,7 +628,10 @@ PING99=$(get tally ping-half 5)
 	echo "| bytes per named counter | $BPC ($(commas "$(sz tally_counters)") counters) | $RBPC ($(commas "$(sz redis_counters)") counters) | - | tally <= 16: $(verdict "$BPC" 16 "<=") |"
 	echo "| restart time, $(commas "$SIZE_LIKES") likes stored | $(sz tally_restart_ms) ms | $(sz redis_restart_ms) ms (AOF everysec reload) | - | - |"
 	if [ "$RESTART_EVENTS" -gt 0 ]; then
-		echo "| restart time, $(commas "$RESTART_EVENTS") likes stored | $(sz tally_big_restart_ms) ms | - | - | - |"
+		echo "| restart time, $(commas "$RESTART_EVENTS") likes stored | $(sz tally_big_restart_ms) ms | $(sz redis_big_restart_ms) ms (AOF everysec reload) | - | - |"
+	fi
+	if [ "$CRASH_LIKES" -gt 0 ]; then
+		echo "| restart time after kill -9, $(commas "$CRASH_LIKES") likes sent | $(sz tally_crash_restart_ms) ms | $(sz redis_crash_restart_ms) ms (AOF everysec reload) | - | - |"
 	fi
 	echo ""
 	echo "Stored likes: tally $(sz tally_stored), Redis $(sz redis_likes_stored), PostgreSQL $(sz pg_likes_stored)."
@@ -603,13 +656,12 @@ PING99=$(get tally ping-half 5)
 	echo ""
 	echo "### What this comparison does not do (yet)"
 	echo ""
-	echo "- Redis's restart time is measured with $(commas "$SIZE_LIKES") likes stored only; tallyd's"
-	echo "  with $(commas "$RESTART_EVENTS") too (BENCH_RESTART_EVENTS)."
-	echo "- Restart time is measured on the folder tally_bench kept, which it has"
-	echo "  closed cleanly (nothing left to replay) and compacted. A restart after a"
-	echo "  crash (journal and write-ahead log to replay) is not part of this run:"
-	echo "  docs/PERFORMANCE.md, \"Restart after a crash\", measures it by hand"
-	echo "  (about 10 s after 3M random likes through tallyd)."
+	echo "- tallyd's restart with likes stored is measured on the folder tally_bench"
+	echo "  kept, which it has closed cleanly (nothing left to replay) and compacted;"
+	echo "  after kill -9 on a folder of $(commas "$CRASH_LIKES") likes sent through tallyd, not of"
+	echo "  $(commas "$RESTART_EVENTS"): what that restart replays is bounded by the tables' memtables"
+	echo "  and the journal, not by what is stored (docs/PERFORMANCE.md, \"Restart after"
+	echo "  a crash\")."
 	echo "- tally's bytes per like come from the in-process loader (the issue's exact"
 	echo "  distribution), not from likes sent through tallyd (same engine, same entries)."
 	echo "- The like and read distributions are the approximation described above; Redis"
