@@ -954,6 +954,77 @@ static int exists_db(const char *path)
 	return stat(buf, &st) == 0;
 }
 
+/* Whether RocksDB's write-ahead log may hold writes to replay: a WAL file
+ * (NNNNNN.log) that is not empty. A clean close flushes every table, so a
+ * crash leaves one, or a close that could not flush (a failed store). A
+ * log already flushed yet not deleted when the process died also counts:
+ * that costs one open more, nothing else. 1 yes, 0 no; an unreadable
+ * folder says no and leaves the error to the open. */
+static int wal_pending(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int found = 0;
+
+	if (d == NULL)
+		return 0;
+	while (!found && (e = readdir(d)) != NULL) {
+		size_t n = strlen(e->d_name);
+		struct stat st;
+
+		if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0 &&
+		    fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_size > 0)
+			found = 1;
+	}
+	closedir(d);
+	return found;
+}
+
+/* Replays what a crash left in the write-ahead log, then closes. An open
+ * after a crash inserts every entry of the log into the tables'
+ * memtables, and with skiplists of millions of entries at random keys
+ * that was most of a restart (docs/PERFORMANCE.md, "Restart after a
+ * crash"). Vector memtables take the same entries as appends and sort
+ * them once, when the recovery flushes them to level 0 at its end; they
+ * would make every later lookup a sort, so the store is then opened
+ * again as usual, with nothing left to replay. (A process that dies
+ * between the two leaves RocksDB's newest OPTIONS file naming vector
+ * memtables; tally does not read it, and the next open writes another.) */
+static int wal_replay(rocks *r, const char *path)
+{
+	rocksdb_options_t *o[CF_COUNT] = { 0 };
+	const rocksdb_options_t *cfo[CF_COUNT];
+	rocksdb_column_family_handle_t *cf[CF_COUNT] = { 0 };
+	rocksdb_t *db = NULL;
+	char *err = NULL;
+	int rc = TALLY_OK;
+
+	for (int i = 0; i < CF_COUNT && rc == TALLY_OK; i++) {
+		o[i] = rocksdb_options_create_copy(r->cf_opts[i]);
+		if (o[i] == NULL)
+			rc = TALLY_ENOMEM;
+		else
+			rocksdb_options_set_memtable_vector_rep(o[i]);
+		cfo[i] = o[i];
+	}
+	if (rc == TALLY_OK)
+		db = rocksdb_open_column_families(r->db_opts, path, CF_COUNT,
+		                                  cf_names, cfo, cf, &err);
+	if (err != NULL) {
+		db = NULL;
+		rc = rocks_err(err);
+	}
+	for (int i = 0; i < CF_COUNT; i++) {
+		if (db != NULL && cf[i] != NULL)
+			rocksdb_column_family_handle_destroy(cf[i]);
+		if (o[i] != NULL)
+			rocksdb_options_destroy(o[i]);
+	}
+	if (db != NULL)
+		rocksdb_close(db);
+	return rc;
+}
+
 static int maps_create(rocks *r, const store_options *so)
 {
 	int rc;
@@ -1104,6 +1175,11 @@ int rocks_open(const char *path, const store_options *so, store **out)
 		rc = ro_families_check(r, path);
 	if (rc != TALLY_OK)
 		goto fail;
+	if (!r->read_only && wal_pending(path)) {
+		rc = wal_replay(r, path);
+		if (rc != TALLY_OK)
+			goto fail;
+	}
 	for (int i = 0; i < CF_COUNT; i++)
 		cfo[i] = r->cf_opts[i];
 	if (r->read_only)
