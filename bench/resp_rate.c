@@ -496,21 +496,70 @@ static void usage(void)
 		CONNS_MAX, RATE_MAX, SECONDS_MAX);
 }
 
-/* A number in [lo, hi], or -1 after a message naming the flag. */
-static double num_arg(const char *flag, const char *s, double lo, double hi)
+/* The flags that take a number: its range, and whether it must be whole. */
+struct num_flag {
+	const char *name;
+	double lo, hi;
+	int whole;
+};
+
+static const struct num_flag num_flags[] = {
+	{ "-c", 1, CONNS_MAX, 1 },
+	{ "-R", 1, RATE_MAX, 0 },
+	{ "-s", 0.1, SECONDS_MAX, 0 },
+	{ "-w", 0, SECONDS_MAX, 0 },
+	{ "-r", 1, 1e12, 1 },
+};
+#define NUM_FLAGS (sizeof num_flags / sizeof num_flags[0])
+
+/* The number s for flag nf into *out: 0, or -1 after a message. */
+static int num_arg(const struct num_flag *nf, const char *s, double *out)
 {
 	char *end;
 	double v;
 
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi) ||
-	    ((strcmp(flag, "-c") == 0 || strcmp(flag, "-r") == 0) && v != (double)(uint64_t)v)) {
-		fprintf(stderr, "resp_rate: %s %s: want a%s number from %g to %g\n", flag, s,
-			strcmp(flag, "-c") == 0 || strcmp(flag, "-r") == 0 ? " whole" : "", lo, hi);
+	if (errno != 0 || end == s || *end != '\0' || !(v >= nf->lo && v <= nf->hi) ||
+	    (nf->whole && v != (double)(uint64_t)v)) {
+		fprintf(stderr, "resp_rate: %s %s: want a%s number from %g to %g\n", nf->name,
+			s, nf->whole ? " whole" : "", nf->lo, nf->hi);
 		return -1;
 	}
-	return v;
+	*out = v;
+	return 0;
+}
+
+/* One flag and its value into o: 0, or -1 after a message. */
+static int flag_arg(const char *f, const char *val, struct opts *o)
+{
+	double v;
+	size_t k;
+
+	if (strcmp(f, "-h") == 0) {
+		o->host = val;
+		return 0;
+	}
+	if (strcmp(f, "-p") == 0) {
+		o->port = val;
+		return 0;
+	}
+	for (k = 0; k < NUM_FLAGS && strcmp(f, num_flags[k].name) != 0; k++)
+		;
+	if (k == NUM_FLAGS) {
+		fprintf(stderr, "resp_rate: unknown flag %s\n", f);
+		return -1;
+	}
+	if (num_arg(&num_flags[k], val, &v) != 0)
+		return -1;
+	switch (f[1]) {
+	case 'c': o->conns = (unsigned)v; break;
+	case 'R': o->rate = v; break;
+	case 's': o->seconds = v; break;
+	case 'w': o->warmup = v; break;
+	default: o->keyspace = (uint64_t)v; break;
+	}
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct opts *o)
@@ -520,32 +569,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .host = "127.0.0.1", .port = "6379", .conns = 50,
 			    .seconds = 4, .keyspace = 100000 };
 	for (i = 1; i < argc && argv[i][0] == '-'; i += 2) {
-		const char *f = argv[i];
-		double v = 0;
-
 		if (i + 1 >= argc) {
-			fprintf(stderr, "resp_rate: %s needs a value\n", f);
+			fprintf(stderr, "resp_rate: %s needs a value\n", argv[i]);
 			return -1;
 		}
-		if (strcmp(f, "-h") == 0)
-			o->host = argv[i + 1];
-		else if (strcmp(f, "-p") == 0)
-			o->port = argv[i + 1];
-		else if (strcmp(f, "-c") == 0 && (v = num_arg(f, argv[i + 1], 1, CONNS_MAX)) > 0)
-			o->conns = (unsigned)v;
-		else if (strcmp(f, "-R") == 0 && (v = num_arg(f, argv[i + 1], 1, RATE_MAX)) > 0)
-			o->rate = v;
-		else if (strcmp(f, "-s") == 0 && (v = num_arg(f, argv[i + 1], 0.1, SECONDS_MAX)) > 0)
-			o->seconds = v;
-		else if (strcmp(f, "-w") == 0 && (v = num_arg(f, argv[i + 1], 0, SECONDS_MAX)) >= 0)
-			o->warmup = v;
-		else if (strcmp(f, "-r") == 0 && (v = num_arg(f, argv[i + 1], 1, 1e12)) > 0)
-			o->keyspace = (uint64_t)v;
-		else {
-			if (v == 0)
-				fprintf(stderr, "resp_rate: unknown flag %s\n", f);
+		if (flag_arg(argv[i], argv[i + 1], o) != 0)
 			return -1;
-		}
 	}
 	if (o->rate == 0) {
 		fprintf(stderr, "resp_rate: -R RATE is required\n");

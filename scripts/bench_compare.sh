@@ -153,7 +153,7 @@ read_half() { # port max_rps args... -> "rps p50 p99 lag_p99" at half of max_rps
 		awk -F: '$1 == "rate" { r = $2 } $1 == "p50_ms" { a = $2 } $1 == "p99_ms" { b = $2 }
 		$1 == "send_lag_p99_ms" { l = $2 } END { if (r == "") exit 1; print r, a, b, l }'
 }
-record() { # round system workload "rps p50 p99"
+record() { # round system workload "rps p50 p99 [send-lag-p99]"
 	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$(echo "$4" | tr ' ' '\t')" >>"$RAW"
 	log "round $1  $(printf '%-15s %-14s' "$2" "$3") $(echo "$4" | awk '{ printf "%10.0f ops/s  p50 %.3f ms  p99 %.3f ms", $1, $2, $3; if (NF > 3) printf "  (send lag p99 %.3f ms)", $4 }')"
 }
@@ -334,10 +334,13 @@ stop_redis "$port"
 rm -rf "$TMP/redis"
 # Redis: restart with RESTART_EVENTS likes stored (the Lua script, AOF
 # everysec, a clean shutdown), then after kill -9 with CRASH_LIKES sent.
-if [ "$RESTART_EVENTS" -gt 0 ]; then
+redis_likes() { # n: a fresh Redis (AOF everysec) on $port, n likes sent through the Lua script
 	start_redis everysec "$TMP/redis" "$port"
 	like=$(redis-cli -p "$port" script load "$LUA")
-	rb "$port" "$RESTART_EVENTS" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__ >/dev/null
+	rb "$port" "$1" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__ >/dev/null
+}
+if [ "$RESTART_EVENTS" -gt 0 ]; then
+	redis_likes "$RESTART_EVENTS"
 	redis-cli -p "$port" shutdown >/dev/null 2>&1 || true; wait "$REDIS_PID" || true; REDIS_PID=""
 	echo "redis_big_aof_bytes $(size_of "$TMP/redis")" >>"$SIZES"
 	t=$(now_ms); start_redis everysec "$TMP/redis" "$port"
@@ -347,9 +350,7 @@ if [ "$RESTART_EVENTS" -gt 0 ]; then
 	log "Redis: restart with $RESTART_EVENTS likes stored measured"
 fi
 if [ "$CRASH_LIKES" -gt 0 ]; then
-	start_redis everysec "$TMP/redis" "$port"
-	like=$(redis-cli -p "$port" script load "$LUA")
-	rb "$port" "$CRASH_LIKES" $CLIENTS 16 100000 EVALSHA "$like" 0 __rand_int__ 1__rand_int__ >/dev/null
+	redis_likes "$CRASH_LIKES"
 	kill_server REDIS_PID
 	t=$(now_ms); start_redis everysec "$TMP/redis" "$port"
 	echo "redis_crash_restart_ms $(( $(now_ms) - t ))" >>"$SIZES"

@@ -401,6 +401,22 @@ assert_alive() {
 	fi
 }
 
+# A reference redis-server (no persistence) on a free loopback port, for
+# tests that compare with Redis or drive it: sets RS_PORT and RS_PID (killed
+# at exit like every helper). Waits until it answers PING, up to 10 s; the
+# caller asserts that it does.
+start_ref_redis() {
+	RS_PORT=$(pick_port)
+	redis-server --port "$RS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+		--daemonize no --dir "$TMP" >"$TMP/redis-server.log" 2>&1 &
+	RS_PID=$!
+	BG_PIDS+=("$RS_PID")
+	for _ in $(seq 100); do
+		[ "$(timeout 2 redis-cli -p "$RS_PORT" ping 2>/dev/null)" == PONG ] && break
+		sleep 0.1
+	done
+}
+
 # SIGTERM, then: exit 0 and a clean log.
 stop_and_check() {
 	stop_tallyd TERM

@@ -247,15 +247,7 @@ assert_eq "unknown command, no args" \
 section "differential: the same commands against a real redis-server"
 # Both fresh; every reply of this list must be byte-identical to Redis's.
 if command -v redis-server >/dev/null 2>&1; then
-	RS_PORT=$(pick_port)
-	redis-server --port "$RS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-		--daemonize no --dir "$TMP" >"$TMP/redis-server.log" 2>&1 &
-	RS_PID=$!
-	BG_PIDS+=("$RS_PID")
-	for _ in $(seq 100); do
-		[ "$(timeout 2 redis-cli -p "$RS_PORT" ping 2>/dev/null)" == PONG ] && break
-		sleep 0.1
-	done
+	start_ref_redis
 	assert_eq "the reference redis-server answers" PONG \
 		"$(timeout 2 redis-cli -p "$RS_PORT" ping 2>&1)"
 	T_SAVED_RESP=$T_RESP

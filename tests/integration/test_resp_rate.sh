@@ -77,15 +77,7 @@ assert_eq "max >= 400 ms" 1 "$(num_cmp "$(field "$OUT" max_ms)" '>=' 400)"
 assert_eq "p50 under 100 ms" 1 "$(num_cmp "$(field "$OUT" p50_ms)" '<' 100)"
 
 section "a real redis-server, the read make bench times"
-RS_PORT=$(pick_port)
-redis-server --port "$RS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-	--daemonize no --dir "$TMP" >"$TMP/redis-server.log" 2>&1 &
-RS_PID=$!
-BG_PIDS+=("$RS_PID")
-for _ in $(seq 100); do
-	[ "$(timeout 2 redis-cli -p "$RS_PORT" ping 2>/dev/null)" == PONG ] && break
-	sleep 0.1
-done
+start_ref_redis
 assert_eq "redis-server answers" PONG "$(timeout 2 redis-cli -p "$RS_PORT" ping 2>&1)"
 mget=(MGET)
 for _ in $(seq 50); do mget+=(like:__rand_int__); done
