@@ -18,6 +18,7 @@
  * 1 on an error reply, a lost connection, a server that falls
  * IN_FLIGHT_MAX commands behind on a connection, or replies still missing
  * DRAIN_S after the last command; 2 on bad arguments. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -92,6 +93,7 @@ struct run {
 	uint64_t start_ns, end_ns, warm_ns;
 	uint64_t sent, answered, errors;
 	uint64_t rng;
+	size_t cmd_len;         /* of every command encoded */
 	char first_error[256];
 };
 
@@ -213,49 +215,47 @@ static long reply_len(const char *p, size_t n, int depth, int *err)
 	}
 }
 
-/* Appends the command, each __rand_int__ drawn anew, to c's output. */
+/* The bytes of the command encoded: the same for every draw, as a number
+ * drawn for __rand_int__ takes as many characters as the token. */
+static size_t cmd_len(const struct opts *o)
+{
+	size_t n = (size_t)snprintf(NULL, 0, "*%d\r\n", o->argc);
+
+	for (int i = 0; i < o->argc; i++) {
+		size_t a = strlen(o->argv[i]);
+
+		n += (size_t)snprintf(NULL, 0, "$%zu\r\n", a) + a + 2;
+	}
+	return n;
+}
+
+/* Appends the command to c's output, each __rand_int__ drawn anew: 0, or
+ * -1 when the output has no room for it. */
 static int encode(struct run *r, struct conn *c)
 {
-	char buf[CMD_BYTES_MAX];
-	size_t at = 0;
-	int w;
+	char *start = c->out + c->out_len, *p = start;
 
-	w = snprintf(buf, sizeof buf, "*%d\r\n", r->o.argc);
-	at = (size_t)w;
+	if (c->out_len + r->cmd_len > OUT_CAP)
+		return -1;
+	p += sprintf(p, "*%d\r\n", r->o.argc);
 	for (int i = 0; i < r->o.argc; i++) {
-		const char *a = r->o.argv[i];
-		char arg[CMD_BYTES_MAX / 2];
-		size_t alen = 0;
+		const char *a = r->o.argv[i], *t;
 
-		while (*a != '\0') {
-			const char *t = strstr(a, RAND_TOKEN);
-			size_t lit = t ? (size_t)(t - a) : strlen(a);
-
-			if (alen + lit + RAND_DIGITS + 1 > sizeof arg)
-				return -1;
-			memcpy(arg + alen, a, lit);
-			alen += lit;
-			a += lit;
-			if (t == NULL)
-				break;
-			w = snprintf(arg + alen, sizeof arg - alen, "%012" PRIu64,
-				     rnd(r) % r->o.keyspace);
-			alen += (size_t)w;
-			a += strlen(RAND_TOKEN);
+		p += sprintf(p, "$%zu\r\n", strlen(a));
+		while ((t = strstr(a, RAND_TOKEN)) != NULL) {
+			memcpy(p, a, (size_t)(t - a));
+			p += t - a;
+			/* Its NUL lands where the argument's CR goes next. */
+			p += sprintf(p, "%0*" PRIu64, RAND_DIGITS, rnd(r) % r->o.keyspace);
+			a = t + strlen(RAND_TOKEN);
 		}
-		if (at + alen + 32 > sizeof buf)
-			return -1;
-		w = snprintf(buf + at, sizeof buf - at, "$%zu\r\n", alen);
-		at += (size_t)w;
-		memcpy(buf + at, arg, alen);
-		at += alen;
-		memcpy(buf + at, "\r\n", 2);
-		at += 2;
+		memcpy(p, a, strlen(a));
+		p += strlen(a);
+		memcpy(p, "\r\n", 2);
+		p += 2;
 	}
-	if (c->out_len + at > OUT_CAP)
-		return -2;
-	memcpy(c->out + c->out_len, buf, at);
-	c->out_len += at;
+	assert((size_t)(p - start) == r->cmd_len);
+	c->out_len += r->cmd_len;
 	return 0;
 }
 
@@ -360,7 +360,6 @@ static int send_due(struct run *r, uint64_t now)
 	for (;;) {
 		uint64_t due = due_of(r, r->sent);
 		struct conn *c = &r->conns[r->sent % r->o.conns];
-		int rc;
 
 		if (due > now || due >= r->end_ns)
 			return 0;
@@ -370,11 +369,9 @@ static int send_due(struct run *r, uint64_t now)
 				IN_FLIGHT_MAX, r->o.rate);
 			return -1;
 		}
-		rc = encode(r, c);
-		if (rc != 0) {
-			fprintf(stderr, rc == -1 ? "resp_rate: command longer than %d bytes\n"
-				: "resp_rate: the server reads no more (%d bytes unsent on a "
-				"connection)\n", rc == -1 ? CMD_BYTES_MAX : (int)c->out_len);
+		if (encode(r, c) != 0) {
+			fprintf(stderr, "resp_rate: the server reads no more (%zu bytes "
+				"unsent on a connection)\n", c->out_len);
 			return -1;
 		}
 		c->due_ns[(c->head + c->count) % IN_FLIGHT_MAX] = due;
@@ -682,6 +679,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	r.rng = (uint64_t)now_ns() | 1u;
+	r.cmd_len = cmd_len(&r.o);
+	if (r.cmd_len > CMD_BYTES_MAX) {
+		fprintf(stderr, "resp_rate: command longer than %d bytes\n", CMD_BYTES_MAX);
+		return 1;
+	}
 	if (setup(&r) != 0) {
 		teardown(&r);
 		return 1;

@@ -376,17 +376,17 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 sort -k2,2 -k3,3 -k1,1n "$RAW" | awk -F'\t' '
 function flush() {
 	if (n == 0) return
-	for (i = 1; i <= 3; i++) {
+	for (i = 1; i <= 4; i++) {
 		m = 0
 		for (j = 1; j <= n; j++) b[j] = v[j, i]
 		for (j = 2; j <= n; j++) { t = b[j]; for (k = j - 1; k >= 1 && b[k] > t; k--) b[k + 1] = b[k]; b[k + 1] = t }
 		med[i] = n % 2 ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
 		if (i == 1) { lo = b[1]; hi = b[n] }
 	}
-	printf "%s\t%s\t%.1f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\n", s, w, med[1], med[2], med[3], n, lo, hi
+	printf "%s\t%s\t%.1f\t%.3f\t%.3f\t%d\t%.1f\t%.1f\t%.3f\n", s, w, med[1], med[2], med[3], n, lo, hi, med[4]
 	n = 0
 }
-{ if ($2 != s || $3 != w) { flush(); s = $2; w = $3 } n++; v[n, 1] = $4; v[n, 2] = $5; v[n, 3] = $6 }
+{ if ($2 != s || $3 != w) { flush(); s = $2; w = $3 } n++; v[n, 1] = $4; v[n, 2] = $5; v[n, 3] = $6; v[n, 4] = $7 }
 END { flush() }' >"$TMP/med.tsv"
 
 cp "$RAW" "$TMP/raw_copy.tsv"
@@ -394,16 +394,6 @@ cp "$RAW" "$TMP/raw_copy.tsv"
 # PostgreSQL workload each compares with (- for none).
 RESP_WORKLOADS="incr-p1 incr-p16 hot-p16 like-p16 like-hot-p16 read-max"
 pg_of() { case $1 in like-p16) echo like-c16 ;; like-hot-p16) echo like-hot-c16 ;; read-max) echo read-max ;; *) echo - ;; esac; }
-# The median send lag p99 of resp_rate in a system's read-half rounds
-# (the 7th field of their raw rows), or "-".
-lag_med() {
-	awk -F'\t' -v s="$1" '$2 == s && $3 == "read-half" && NF >= 7 { a[++n] = $7 }
-	END {
-		if (!n) { print "-"; exit }
-		for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-		printf "%.3f\n", n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	}' "$RAW"
-}
 get() { awk -F'\t' -v s="$1" -v w="$2" -v c="${3:-3}" '$1 == s && $2 == w { print $c; f = 1 } END { if (!f) print 0 }' "$TMP/med.tsv"; }
 sz() { awk -v k="$1" '$1 == k { print $2; f = 1 } END { if (!f) print 0 }' "$SIZES"; }
 # The disk-flush probes: median, min and max of their averages, median of
@@ -590,7 +580,7 @@ PING99=$(get tally ping-half 5)
 		c=$CLIENTS; [ "$s" = postgresql ] && c=16
 		printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(commas "$(get $s read-half)")" \
 			"$(commas "$(awk -v m="$(get $s read-max)" 'BEGIN { print m / 2 }')")" "$(get $s read-half 4)" "$(get $s read-half 5)" \
-			"$(lag_med "$s")" "$([ "$s" = postgresql ] && echo - || get $s ping-half 4)" \
+			"$([ "$s" = postgresql ] && echo - || get $s read-half 9)" "$([ "$s" = postgresql ] && echo - || get $s ping-half 4)" \
 			"$([ "$s" = postgresql ] && echo - || get $s ping-half 5)"
 	done
 	echo ""
