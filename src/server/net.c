@@ -107,7 +107,6 @@ typedef struct worker {
 	int queued;               /* writes queued since the last commit */
 	int read_turn;            /* a read since the last gather (point 9) */
 	int gathered;             /* polls added before the next commit */
-	int local_done;           /* completions pushed by this thread */
 	conn *more;               /* connections that used up their turn */
 	pthread_mutex_t done_lock;
 	/* Completed slots from the committer, oldest first: linked through
@@ -115,6 +114,10 @@ typedef struct worker {
 	 * most once: it completes once, an HTTP request's slot before the
 	 * connection's next request). */
 	slot *done_head, *done_tail;
+	/* Completed slots of the commits this loop ran itself (point 9),
+	 * newest first: only this thread touches them, so they take no lock
+	 * (done_lock was some 3% of the loop's CPU under pipelined INCR). */
+	slot *own_done;
 	conn *conns;              /* every live connection */
 	rbuf scratch;             /* replies made while slots are owed */
 	srv_stats *st;
@@ -269,6 +272,12 @@ static void slot_write_done(void *arg, int err, int64_t result)
  * request's writes), so on_wake meets it once per drain. */
 static void done_push(worker *w, slot *sl)
 {
+	/* A commit on the loop's own thread: drained when it returns. */
+	if (w->s->caller_commits && pthread_equal(pthread_self(), w->tid)) {
+		sl->done_next = w->own_done;
+		w->own_done = sl;
+		return;
+	}
 	pthread_mutex_lock(&w->done_lock);
 	sl->done_next = NULL;
 	if (w->done_tail != NULL)
@@ -281,11 +290,6 @@ static void done_push(worker *w, slot *sl)
 	 * even freed its connection, but the worker itself (and w->wake)
 	 * outlives every commit, since tally_close() joins the committer
 	 * before net_free() (main.c). */
-	/* A commit on the loop's own thread: drained when it returns. */
-	if (w->s->caller_commits && pthread_equal(pthread_self(), w->tid)) {
-		w->local_done = 1;
-		return;
-	}
 	uv_async_send(&w->wake);
 }
 
@@ -1493,28 +1497,33 @@ static void worker_maybe_exit(worker *w)
 static void on_wake(uv_async_t *a)
 {
 	worker *w = a->data;
-	slot *done;
+	slot *done[2];
 
 	inbox_take(w, 0);
+	done[0] = w->own_done;
+	w->own_done = NULL;
 	pthread_mutex_lock(&w->done_lock);
-	done = w->done_head;
+	done[1] = w->done_head;
 	w->done_head = w->done_tail = NULL;
 	pthread_mutex_unlock(&w->done_lock);
 	/* Mark every completion first, then run each connection once: its
-	 * replies then leave in one write, not one per completed slot. */
+	 * replies then leave in one write, not one per completed slot. The
+	 * order does not matter: a connection's replies leave in its FIFO's
+	 * order (point 2). */
 	conn *woken = NULL;
 
-	for (slot *sl = done; sl != NULL; sl = sl->done_next) {
-		conn *c = sl->c;
+	for (int l = 0; l < 2; l++)
+		for (slot *sl = done[l]; sl != NULL; sl = sl->done_next) {
+			conn *c = sl->c;
 
-		sl->ready = 1;
-		c->owed--;
-		if (!c->woken) {
-			c->woken = 1;
-			c->wake_next = woken;
-			woken = c;
+			sl->ready = 1;
+			c->owed--;
+			if (!c->woken) {
+				c->woken = 1;
+				c->wake_next = woken;
+				woken = c;
+			}
 		}
-	}
 	while (woken != NULL) {
 		conn *c = woken;
 
@@ -1581,10 +1590,8 @@ static void on_prepare(uv_prepare_t *p)
 	for (int round = 0; w->queued && round < COMMITS_PER_TURN; round++) {
 		w->queued = 0;
 		(void)tally_commit(w->s->t);
-		if (w->local_done) {
-			w->local_done = 0;
+		if (w->own_done != NULL)
 			on_wake(&w->wake);
-		}
 		if (uv_is_closing((uv_handle_t *)p))
 			return;
 	}
