@@ -1494,36 +1494,41 @@ static void worker_maybe_exit(worker *w)
 	}
 }
 
+/* Mark the completed slots of a done list ready, and link each connection
+ * they belong to into woken once. Returns the new head of woken. */
+static conn *done_mark(slot *done, conn *woken)
+{
+	for (slot *sl = done; sl != NULL; sl = sl->done_next) {
+		conn *c = sl->c;
+
+		sl->ready = 1;
+		c->owed--;
+		if (!c->woken) {
+			c->woken = 1;
+			c->wake_next = woken;
+			woken = c;
+		}
+	}
+	return woken;
+}
+
 static void on_wake(uv_async_t *a)
 {
 	worker *w = a->data;
-	slot *done[2];
+	slot *done;
+	conn *woken;
 
 	inbox_take(w, 0);
-	done[0] = w->own_done;
-	w->own_done = NULL;
 	pthread_mutex_lock(&w->done_lock);
-	done[1] = w->done_head;
+	done = w->done_head;
 	w->done_head = w->done_tail = NULL;
 	pthread_mutex_unlock(&w->done_lock);
 	/* Mark every completion first, then run each connection once: its
 	 * replies then leave in one write, not one per completed slot. The
-	 * order does not matter: a connection's replies leave in its FIFO's
-	 * order (point 2). */
-	conn *woken = NULL;
-
-	for (int l = 0; l < 2; l++)
-		for (slot *sl = done[l]; sl != NULL; sl = sl->done_next) {
-			conn *c = sl->c;
-
-			sl->ready = 1;
-			c->owed--;
-			if (!c->woken) {
-				c->woken = 1;
-				c->wake_next = woken;
-				woken = c;
-			}
-		}
+	 * two lists' order does not matter: a connection's replies leave in
+	 * its FIFO's order (point 2). */
+	woken = done_mark(done, done_mark(w->own_done, NULL));
+	w->own_done = NULL;
 	while (woken != NULL) {
 		conn *c = woken;
 
