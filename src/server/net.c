@@ -28,7 +28,8 @@
  *  9. Caller commits (the rocksdb store, sync durability): the writes a
  *     loop's turn queued are committed by that loop before it sleeps
  *     (on_prepare, through tally_commit), and its completions are drained
- *     at once, so a batch costs no thread hand-off. First the loop polls
+ *     at once, through a list of its own that takes no lock (own_done), so
+ *     a batch costs no thread hand-off. First the loop polls
  *     again without sleeping, while each poll reads something (at most
  *     GATHER_POLLS), so what its other clients sent meanwhile joins the
  *     batch and its fsync. Meanwhile the loop
@@ -61,7 +62,7 @@ typedef struct conn conn;
 
 typedef struct slot {
 	struct slot *next;
-	struct slot *done_next;   /* in its worker's done list */
+	struct slot *done_next;   /* in one of its worker's done lists */
 	conn *c;
 	uint8_t fmt;              /* enum reply_fmt; 0: text */
 	uint8_t ready;
@@ -109,14 +110,16 @@ typedef struct worker {
 	int gathered;             /* polls added before the next commit */
 	conn *more;               /* connections that used up their turn */
 	pthread_mutex_t done_lock;
-	/* Completed slots from the committer, oldest first: linked through
-	 * the slots, so a completion never allocates (a slot is in it at
+	/* Completed slots of commits run on other threads (the committer,
+	 * another loop), oldest first: linked through the slots, so a
+	 * completion never allocates (a slot is in one of the two lists at
 	 * most once: it completes once, an HTTP request's slot before the
 	 * connection's next request). */
 	slot *done_head, *done_tail;
 	/* Completed slots of the commits this loop ran itself (point 9),
 	 * newest first: only this thread touches them, so they take no lock
-	 * (done_lock was some 3% of the loop's CPU under pipelined INCR). */
+	 * (done_lock and its drain were 2.6% of tallyd's samples under
+	 * pipelined hot INCR). */
 	slot *own_done;
 	conn *conns;              /* every live connection */
 	rbuf scratch;             /* replies made while slots are owed */
