@@ -182,6 +182,22 @@ static size_t entry_bytes(const hmap *m, size_t len)
 	       alignof(max_align_t);
 }
 
+/* A new empty block for an arena map: 64 KiB ones until the map holds
+ * 2 MiB of them, then huge ones. NULL when out of memory. */
+static hmap_block *block_new(hmap *m)
+{
+	size_t size = m->block_bytes < HMAP_HUGE_BYTES ? HMAP_BLOCK_BYTES
+	                                               : HMAP_HUGE_BYTES;
+	hmap_block *b = mem_alloc(size, 0);
+
+	if (b == NULL)
+		return NULL;
+	b->cap = size - sizeof(hmap_block);
+	b->used = 0;
+	m->block_bytes += size;
+	return b;
+}
+
 static hmap_entry *entry_alloc(hmap *m, size_t bytes)
 {
 	hmap_block *b = m->blocks;
@@ -194,14 +210,9 @@ static hmap_entry *entry_alloc(hmap *m, size_t bytes)
 		if (b != NULL) {
 			m->spare = b->next;
 		} else {
-			size_t size = m->block_bytes < HMAP_HUGE_BYTES ?
-			              HMAP_BLOCK_BYTES : HMAP_HUGE_BYTES;
-
-			b = mem_alloc(size, 0);
+			b = block_new(m);
 			if (b == NULL)
 				return NULL;
-			b->cap = size - sizeof(hmap_block);
-			m->block_bytes += size;
 		}
 		assert(b->cap >= HMAP_BLOCK_DATA);
 		b->used = 0;
@@ -460,6 +471,54 @@ static int make_room(hmap *m)
 		new_cap = m->cap * 2;
 	}
 	return rehash(m, new_cap) == 0 ? 1 : -1;
+}
+
+/* Spare blocks enough that n entries of at most bytes each are carved
+ * without an allocation: each fits whole in the rest of the block being
+ * carved or in a spare block, so a block takes at least its space over
+ * bytes of them. */
+static int blocks_reserve(hmap *m, size_t n, size_t bytes)
+{
+	size_t fit = 0;
+
+	assert(m->arena && bytes > 0 && bytes <= HMAP_BLOCK_DATA);
+	if (m->blocks != NULL)
+		fit = (m->blocks->cap - m->blocks->used) / bytes;
+	for (hmap_block *b = m->spare; b != NULL && fit < n; b = b->next)
+		fit += b->cap / bytes;
+	while (fit < n) {
+		hmap_block *b = block_new(m);
+
+		if (b == NULL)
+			return -1;
+		b->next = m->spare;
+		m->spare = b;
+		fit += b->cap / bytes;
+	}
+	return 0;
+}
+
+int hmap_reserve(hmap *m, size_t n, size_t len)
+{
+	assert(m != NULL);
+	assert(len <= HMAP_KEY_MAX);
+	if (n == 0)
+		return 0;
+	if (n > SIZE_MAX / HMAP_LOAD_DEN - m->count - m->tombs)
+		return -1;
+	/* As make_room() would find it before each of the n inserts. */
+	if (!within_load(m->count + m->tombs + n, m->cap)) {
+		size_t cap = m->cap;
+
+		while (!within_load(m->count + n, cap)) {
+			if (cap > SIZE_MAX / 2 / sizeof(hmap_slot))
+				return -1;
+			cap *= 2;
+		}
+		if (rehash(m, cap) != 0)
+			return -1;
+	}
+	return m->arena ? blocks_reserve(m, n, entry_bytes(m, len)) : 0;
 }
 
 static hmap_entry *entry_new(hmap *m, const void *key, size_t len)

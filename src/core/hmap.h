@@ -31,6 +31,15 @@ void *hmap_get(const hmap *m, const void *key, size_t len);
  * to 1, else 0; inserted may be NULL). NULL on allocation failure or a key
  * longer than HMAP_KEY_MAX. Valid until the next put, del or clear. */
 void *hmap_put(hmap *m, const void *key, size_t len, int *inserted);
+/* Make room for n more entries, none with a key longer than len bytes,
+ * so that the next n inserts by hmap_put (with no hmap_del between)
+ * allocate nothing: the table grows now if they would make it grow, and
+ * an arena map keeps enough spare blocks for their entries. A map made by
+ * hmap_create allocates each entry at its insert still, so only its
+ * table is made ready. For a caller that must not fail after a point of
+ * no return (the store's commit after its journal write). 0, or -1 when
+ * out of memory (the map holds what it held). */
+int hmap_reserve(hmap *m, size_t n, size_t len);
 /* Remove key; returns 1 if it was there. */
 int hmap_del(hmap *m, const void *key, size_t len);
 /* Remove every entry. The table keeps its capacity, unless the map asked

@@ -323,18 +323,26 @@ static int apply_op(rocks *r, store_op *op, const opkey *k)
 	return rc;
 }
 
-static int journal_vals(rocks *r, int cf, hmap *ov)
+/* Journal ov's changed values; *n and *len_max: how many, and their
+ * longest key (what the commit may add to the dirty table). */
+static int journal_vals(rocks *r, int cf, hmap *ov, size_t *n,
+                        size_t *len_max)
 {
 	size_t pos = 0, len;
 	const void *key;
 	void *val;
 	int rc = TALLY_OK;
 
+	*n = *len_max = 0;
 	while (rc == TALLY_OK && hmap_next(ov, &pos, &key, &len, &val)) {
 		const rocks_ov *o = val;
 
-		if (rocks_val_changed(&o->val))
-			rc = rocks_journal_add(r, cf, key, len, &o->val);
+		if (!rocks_val_changed(&o->val))
+			continue;
+		rc = rocks_journal_add(r, cf, key, len, &o->val);
+		(*n)++;
+		if (len > *len_max)
+			*len_max = len;
 	}
 	return rc;
 }
@@ -344,10 +352,15 @@ static int journal_vals(rocks *r, int cf, hmap *ov)
  * already; rocks_journal_write() writes it). */
 static int overlays_flush(rocks *r)
 {
-	int rc = journal_vals(r, CF_NAMED, r->ov_named);
+	size_t n[2], len[2];
+	int rc = journal_vals(r, CF_NAMED, r->ov_named, &n[0], &len[0]);
 
 	if (rc == TALLY_OK)
-		rc = journal_vals(r, CF_TOTALS, r->ov_totals);
+		rc = journal_vals(r, CF_TOTALS, r->ov_totals, &n[1], &len[1]);
+	/* Before the record is written: room for what its commit puts in
+	 * memory, which must not fail once it is written. */
+	if (rc == TALLY_OK)
+		rc = rocks_journal_reserve(r, n, len);
 	if (rc == TALLY_OK && r->counters_delta != 0) {
 		/* Only a created or deleted named counter changes the
 		 * number, and that counter is in the record. */

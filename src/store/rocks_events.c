@@ -67,6 +67,31 @@ int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev)
 	return 0;
 }
 
+int rocks_evgen_reserve(rocks_evgen *g, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (n > GEN_MAX_EVENTS - g->n)
+		return -1;
+	if (g->cap - g->n < n) {
+		size_t c = g->cap ? g->cap : 1024;
+		rocks_ev *p;
+
+		while (c - g->n < n)
+			c *= 2;
+		p = realloc(g->ev, c * sizeof *p);
+		if (p == NULL)
+			return -1;
+		g->ev = p;
+		g->cap = c;
+	}
+	if (hmap_reserve(g->by_obj, n, KEY_OBJ_LEN) ||
+	    hmap_reserve(g->by_hist, n, KEY_HIST_PREFIX_LEN) ||
+	    hmap_reserve(g->members, n, KEY_MEMBER_LEN))
+		return -1;
+	return 0;
+}
+
 int rocks_evgen_add(rocks_evgen *g, const rocks_ev *src)
 {
 	uint8_t okey[KEY_OBJ_LEN], hkey[KEY_HIST_PREFIX_LEN];

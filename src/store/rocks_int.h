@@ -405,6 +405,12 @@ void rocks_journal_discard(rocks *r);
  * dirty tables; reap a finished checkpoint; freeze when due. On an error
  * that leaves the tables behind the store, sets r->failed. */
 void rocks_journal_commit(rocks *r);
+/* Before the batch's record is written: room in the dirty tables and
+ * events for everything rocks_journal_commit() will put there (n[t]
+ * values of table t, keys of at most len[t] bytes; this batch's events),
+ * so that the commit cannot fail for memory after the write. TALLY_OK,
+ * or TALLY_ENOMEM with nothing written (the batch fails alone). */
+int rocks_journal_reserve(rocks *r, const size_t n[2], const size_t len[2]);
 /* A value of cf (CF_NAMED or CF_TOTALS) held in memory (dirty, frozen, or
  * clean: written by the last checkpoint): 1 and *out, or 0.
  * The committer calls it bare; other threads between rdlock and unlock. */
@@ -434,6 +440,10 @@ int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev);
  * unique, its membership. 0, or -1 out of memory, after which g may
  * hold the membership without the event: the store must fail. */
 int rocks_evgen_add(rocks_evgen *g, const rocks_ev *ev);
+/* Room for n more rocks_evgen_add calls that allocate nothing (the
+ * event array and the three maps): 0, or -1 out of memory, g unchanged in
+ * what it holds. */
+int rocks_evgen_reserve(rocks_evgen *g, size_t n);
 /* The membership of a member key in the dirty or frozen events: 1 and
  * *out, or 0. Committer bare; other threads under the read lock. */
 int rocks_events_member(rocks *r, const uint8_t *key, uint64_t h,

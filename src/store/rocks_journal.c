@@ -408,6 +408,20 @@ static void evs_prefetch(const rocks_evgen *g, const rocks_ev *ev, size_t n)
 			rocks_evgen_prefetch(g, &ev[i], deep);
 }
 
+int rocks_journal_reserve(rocks *r, const size_t n[2],
+                          const size_t len[2])
+{
+	int fail = 0;
+
+	pthread_rwlock_wrlock(&r->dirty_lock);
+	for (int t = 0; t < 2 && !fail; t++)
+		fail = hmap_reserve(r->dirty[t], n[t], len[t]);
+	if (!fail)
+		fail = rocks_evgen_reserve(r->ev_dirty, r->bev_n);
+	pthread_rwlock_unlock(&r->dirty_lock);
+	return fail ? TALLY_ENOMEM : TALLY_OK;
+}
+
 void rocks_journal_commit(rocks *r)
 {
 	size_t pos, len;

@@ -1,6 +1,7 @@
 /* test_core.c: unit tests of the core layer (varints, key and value
  * layouts, the export record, the hash map, name validation). Pure code, so
  * every byte layout is checked against values worked out by hand. */
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1260,6 +1261,81 @@ static void fill_and_clear(hmap *m, uint64_t base, uint64_t n)
 /* A map that asks gives back a table grown by one burst after a run of 16
  * small clears (not before, and not when a big clear breaks the run), and
  * the smaller table works as any; a map that does not ask keeps it. */
+/* Bytes the allocator holds for the program, from its heap and its own
+ * maps: unchanged across code that allocates and frees nothing. */
+static size_t malloc_held(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* hmap_reserve: the next n inserts allocate nothing (an arena map's
+ * entries included), so that the store's commit after its journal write
+ * cannot fail for memory. A map that does not reserve does allocate over
+ * the same inserts, so the check can fail. */
+static void test_hmap_reserve_then_inserts_allocate_nothing(void **state)
+{
+	map_creator mk = *(map_creator *)*state;
+	int arena = mk == mk_arena;
+
+	for (int reserve = 1; reserve >= 0; reserve--) {
+		hmap *m = map_new(state, sizeof(uint64_t));
+		uint8_t key[24];
+		size_t cap, held;
+
+		assert_non_null(m);
+		for (uint64_t i = 0; i < 1000; i++)
+			assert_non_null(hmap_put(m, &i, sizeof i, NULL));
+		if (reserve) {
+			assert_int_equal(hmap_reserve(m, 50000, sizeof key), 0);
+			/* Room already there: a second asks for nothing. */
+			cap = hmap_capacity(m);
+			held = malloc_held();
+			assert_int_equal(hmap_reserve(m, 50000, sizeof key), 0);
+			assert_int_equal(hmap_capacity(m), cap);
+			assert_int_equal(malloc_held(), held);
+			assert_int_equal(hmap_reserve(m, 0, 0), 0);
+		}
+		cap = hmap_capacity(m);
+		held = malloc_held();
+		/* Keys of 9 to 24 bytes, none longer than reserved. */
+		for (uint64_t i = 0; i < 50000; i++) {
+			size_t len = 9 + (size_t)(i % 16);
+
+			memset(key, 0xA5, sizeof key);
+			memcpy(key, &i, sizeof i);
+			uint64_t *v = hmap_put(m, key, len, NULL);
+
+			assert_non_null(v);
+			*v = i;
+		}
+		if (reserve) {
+			assert_int_equal(hmap_capacity(m), cap);
+			if (arena)
+				assert_int_equal(malloc_held(), held);
+		} else {
+			assert_true(hmap_capacity(m) > cap);
+			assert_true(malloc_held() > held);
+		}
+		assert_int_equal(hmap_count(m), 51000);
+		for (uint64_t i = 0; i < 50000; i += 997) {
+			size_t len = 9 + (size_t)(i % 16);
+
+			memset(key, 0xA5, sizeof key);
+			memcpy(key, &i, sizeof i);
+			uint64_t *v = hmap_get(m, key, len);
+
+			assert_non_null(v);
+			assert_int_equal(*v, i);
+		}
+		/* More than any table could take: refused, the map as it was. */
+		assert_int_equal(hmap_reserve(m, SIZE_MAX, 8), -1);
+		assert_int_equal(hmap_count(m), 51000);
+		hmap_free(m);
+	}
+}
+
 static void test_hmap_clear_shrinks_after_small_clears(void **state)
 {
 	hmap *m = map_new(state, 8);
@@ -1712,6 +1788,8 @@ int main(void)
 		cmocka_unit_test(test_hash_bytes_is_xxh3),
 		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_put_get_del, &mk_arena),
+		cmocka_unit_test_prestate(test_hmap_reserve_then_inserts_allocate_nothing, &mk_plain),
+		cmocka_unit_test_prestate(test_hmap_reserve_then_inserts_allocate_nothing, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_hashed_forms, &mk_plain),
 		cmocka_unit_test_prestate(test_hmap_hashed_forms, &mk_arena),
 		cmocka_unit_test_prestate(test_hmap_value_sizes_and_alignment, &mk_plain),
