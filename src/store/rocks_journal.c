@@ -480,9 +480,11 @@ void rocks_journal_commit(rocks *r)
 		rc = reap(r);
 	if (rc != TALLY_OK) {
 		/* The batch is written and its answers stand, but reads could
-		 * miss a value (out of memory) or the journal can no longer be
-		 * checkpointed: refuse further writes, so that the engine
-		 * reopens the store, which replays the journal. */
+		 * miss a value (a put that failed, which the room made by
+		 * rocks_journal_reserve() before the write rules out for
+		 * memory) or the journal can no longer be checkpointed (the
+		 * checkpoint failed): refuse further writes, so that the
+		 * engine reopens the store, which replays the journal. */
 		r->failed = rc == TALLY_ENOSPC ? TALLY_ENOSPC : TALLY_EIO;
 		return;
 	}
