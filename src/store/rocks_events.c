@@ -52,17 +52,29 @@ void rocks_evgen_clear(rocks_evgen *g)
 	hmap_clear(g->members);
 }
 
+/* Room in *arr for more events after its n (doubling from 1024): 0, or
+ * -1 out of memory with *arr as it was. */
+static int ev_room(rocks_ev **arr, size_t n, size_t *cap, size_t more)
+{
+	size_t c = *cap ? *cap : 1024;
+	rocks_ev *p;
+
+	if (*cap - n >= more)
+		return 0;
+	while (c - n < more)
+		c *= 2;
+	p = realloc(*arr, c * sizeof *p);
+	if (p == NULL)
+		return -1;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
 int rocks_ev_push(rocks_ev **arr, size_t *n, size_t *cap, const rocks_ev *ev)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 1024;
-		rocks_ev *p = realloc(*arr, c * sizeof *p);
-
-		if (p == NULL)
-			return -1;
-		*arr = p;
-		*cap = c;
-	}
+	if (ev_room(arr, *n, cap, 1))
+		return -1;
 	(*arr)[(*n)++] = *ev;
 	return 0;
 }
@@ -73,19 +85,8 @@ int rocks_evgen_reserve(rocks_evgen *g, size_t n)
 		return 0;
 	if (n > GEN_MAX_EVENTS - g->n)
 		return -1;
-	if (g->cap - g->n < n) {
-		size_t c = g->cap ? g->cap : 1024;
-		rocks_ev *p;
-
-		while (c - g->n < n)
-			c *= 2;
-		p = realloc(g->ev, c * sizeof *p);
-		if (p == NULL)
-			return -1;
-		g->ev = p;
-		g->cap = c;
-	}
-	if (hmap_reserve(g->by_obj, n, KEY_OBJ_LEN) ||
+	if (ev_room(&g->ev, g->n, &g->cap, n) ||
+	    hmap_reserve(g->by_obj, n, KEY_OBJ_LEN) ||
 	    hmap_reserve(g->by_hist, n, KEY_HIST_PREFIX_LEN) ||
 	    hmap_reserve(g->members, n, KEY_MEMBER_LEN))
 		return -1;

@@ -1288,6 +1288,14 @@ static size_t malloc_held(void)
 }
 #endif
 
+/* The reserve test's key i: 9 to 24 bytes, i's bytes then a filler. */
+static size_t reserve_key(uint8_t key[24], uint64_t i)
+{
+	memset(key, 0xA5, 24);
+	memcpy(key, &i, sizeof i);
+	return 9 + (size_t)(i % 16);
+}
+
 /* hmap_reserve: the next n inserts allocate nothing (an arena map's
  * entries included), so that the store's commit after its journal write
  * cannot fail for memory. A map that does not reserve does allocate over
@@ -1319,11 +1327,8 @@ static void test_hmap_reserve_then_inserts_allocate_nothing(void **state)
 		held = malloc_held();
 		/* Keys of 9 to 24 bytes, none longer than reserved. */
 		for (uint64_t i = 0; i < 50000; i++) {
-			size_t len = 9 + (size_t)(i % 16);
-
-			memset(key, 0xA5, sizeof key);
-			memcpy(key, &i, sizeof i);
-			uint64_t *v = hmap_put(m, key, len, NULL);
+			uint64_t *v = hmap_put(m, key, reserve_key(key, i),
+			                       NULL);
 
 			assert_non_null(v);
 			*v = i;
@@ -1338,11 +1343,7 @@ static void test_hmap_reserve_then_inserts_allocate_nothing(void **state)
 		}
 		assert_int_equal(hmap_count(m), 51000);
 		for (uint64_t i = 0; i < 50000; i += 997) {
-			size_t len = 9 + (size_t)(i % 16);
-
-			memset(key, 0xA5, sizeof key);
-			memcpy(key, &i, sizeof i);
-			uint64_t *v = hmap_get(m, key, len);
+			uint64_t *v = hmap_get(m, key, reserve_key(key, i));
 
 			assert_non_null(v);
 			assert_int_equal(*v, i);
