@@ -861,6 +861,11 @@ typedef struct tally_stats {
 	 *  durability those writes had been acknowledged; media damage, not
 	 *  a crash, leaves them (a crash cuts only the tail). 0 normally. */
 	uint64_t journal_records_dropped;
+	/** rocksdb store: checkpoints that failed for memory, having
+	 *  written nothing, and were tried again after a wait (10 ms,
+	 *  doubling to 1 s). A checkpoint still failing 30 s after its
+	 *  first try fails the store, as a write error does. 0 normally. */
+	uint64_t store_checkpoint_retries;
 } tally_stats;
 
 /**
@@ -918,7 +923,11 @@ TALLY_API int tally_disk_usage(tally *t, tally_disk_part *out, size_t cap,
  * @return TALLY_OK; TALLY_EINVAL; TALLY_EIO (a write, a sync of the
  *         journal, or RocksDB's flush or compaction failed: the store then
  *         refuses writes until it is reopened, as after any disk fault);
- *         TALLY_ENOSPC (the disk is full).
+ *         TALLY_ENOSPC (the disk is full); TALLY_ENOMEM (no memory for
+ *         what it writes out, or the running checkpoint failed for memory
+ *         and waits to be tried again (tally_stats'
+ *         store_checkpoint_retries), which it would wait out: nothing
+ *         written, the store serves on).
  */
 TALLY_API int tally_compact(tally *t);
 

@@ -1086,6 +1086,7 @@ static int recover(tally *t)
 		memset(&ss, 0, sizeof ss);
 		t->st->vt->stats(t->st, &ss);
 		atomic_fetch_add(&t->st_journal_dropped, ss.journal_dropped);
+		atomic_fetch_add(&t->st_ck_retries, ss.checkpoint_retries);
 		t->st->vt->close(t->st);
 	}
 	/* the folder must still be there: no create */
@@ -1608,6 +1609,8 @@ int tally_stats_get(tally *t, tally_stats *out)
 		.journal_records_dropped =
 			atomic_load(&t->st_journal_dropped) +
 			ss.journal_dropped,
+		.store_checkpoint_retries = atomic_load(&t->st_ck_retries) +
+		                            ss.checkpoint_retries,
 	};
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++) {
 		out->batch_hist[i] = atomic_load(&t->st_batch_hist[i]);

@@ -252,6 +252,8 @@ struct tally {
 	/* Journal records the stores closed by recoveries dropped at their
 	 * open (the open store's own count is added when read). */
 	_Atomic uint64_t st_journal_dropped;
+	/* The same for the checkpoints they tried again for memory. */
+	_Atomic uint64_t st_ck_retries;
 	/* A registration whose record was queued could not enter the schema
 	 * in memory (out of memory), so its id would be given again: the
 	 * next batch fails the store, whose recovery reloads the schema. */

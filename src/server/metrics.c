@@ -170,6 +170,9 @@ char *metrics_text(void *arg, size_t *len)
 		prom_counter(&t, "journal_records_dropped_total",
 		             "Journal records found whole past a damaged one "
 		             "at open, and dropped", st.journal_records_dropped);
+		prom_counter(&t, "store_checkpoint_retries_total",
+		             "Checkpoints tried again after failing for memory",
+		             st.store_checkpoint_retries);
 	}
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);
 	prom_hist(&t, "batch_size", "Writes per committed batch",
@@ -242,11 +245,13 @@ char *info_text(srv *s, size_t n, char *const *section, size_t *len)
 		   "\r\nstore_checkpoints:%" PRIu64
 		   "\r\nstore_checkpoint_entries:%" PRIu64
 		   "\r\njournal_records_dropped:%" PRIu64
+		   "\r\nstore_checkpoint_retries:%" PRIu64
 		   "\r\n\r\n", st.store_error == TALLY_OK ? "ok" :
 		   st.store_error == TALLY_ENOSPC ? "failed-no-space" :
 		   "failed-io-error", st.store_failures, st.store_recoveries,
 		   st.store_dirty, st.store_clean, st.store_checkpoints,
-		   st.store_checkpoint_entries, st.journal_records_dropped);
+		   st.store_checkpoint_entries, st.journal_records_dropped,
+		   st.store_checkpoint_retries);
 	if (section_on(n, section, "stats"))
 		tx(&t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 		   "total_commands_processed:%" PRIu64 "\r\n"

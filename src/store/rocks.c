@@ -779,6 +779,7 @@ static void rocks_stats(store *s, store_stats *out)
 	out->dirty = atomic_load(&r->st_dirty);
 	out->clean = atomic_load(&r->st_clean);
 	out->checkpoints = atomic_load(&r->st_checkpoints);
+	out->checkpoint_retries = atomic_load(&r->st_ck_retries);
 	out->journal_dropped = r->jf.dropped; /* set at open, then fixed */
 	for (int i = 0; i < TALLY_HIST_BUCKETS; i++)
 		out->sync_hist[i] = atomic_load(&r->st_sync_hist[i]);

@@ -208,6 +208,8 @@ typedef struct rocks {
 	int ck_state;        /* CK_*, under ck_mu */
 	int ck_err;          /* the last checkpoint's result, under ck_mu */
 	int ck_stop;
+	int ck_retrying;     /* the checkpoint waits to try again for memory
+	                        (ck_retry_wait()), under ck_mu */
 	int ck_started;
 	/* Called by the checkpoint thread before each checkpoint's write,
 	 * if set before the first one: tests hold a checkpoint running with
@@ -266,6 +268,8 @@ typedef struct rocks {
 	_Atomic uint64_t st_dirty;
 	_Atomic uint64_t st_clean;
 	_Atomic uint64_t st_checkpoints;
+	_Atomic uint64_t st_ck_retries; /* checkpoints tried again after
+	                                   failing for memory */
 	_Atomic uint64_t st_ck_entries; /* entries checkpoints wrote */
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rocks;

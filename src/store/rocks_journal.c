@@ -21,9 +21,11 @@
  * they hold absolute values). A crash at any point leaves column family
  * values of some checkpoint plus every record after it. */
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 #include "core/varint.h"
 #include "store/rocks_int.h"
@@ -42,6 +44,13 @@
 #define JT_COUNTERS 4u
 #define JT_EVENT 8u
 #define JT_UNIQUE 16u
+
+/* A checkpoint that fails for memory is tried again (ck_retry_wait()):
+ * the first wait, the longest, and how long in all before the store
+ * fails. */
+#define CK_RETRY_FIRST_MS 10u
+#define CK_RETRY_MAX_MS 1000u
+#define CK_RETRY_FOR_MS 30000u
 
 static void jkey(uint8_t *k, uint64_t n)
 {
@@ -642,8 +651,15 @@ int rocks_journal_spill(rocks *r)
 	 * throughout (in freeze()'s order): no freeze, so no checkpoint
 	 * starts or lands meanwhile, nor can a batch reach memory. */
 	pthread_mutex_lock(&r->ck_mu);
-	while (r->ck_state == CK_RUNNING)
+	while (r->ck_state == CK_RUNNING && !r->ck_retrying)
 		pthread_cond_wait(&r->ck_cv, &r->ck_mu);
+	if (r->ck_state == CK_RUNNING) {
+		/* It waits for memory, maybe for long: so would this. */
+		pthread_mutex_unlock(&r->ck_mu);
+		sorted_free(&ents);
+		rocksdb_writebatch_destroy(wb);
+		return TALLY_ENOMEM;
+	}
 	rocks_dirty_rdlock(r);
 	/* Frozen tables still here are reaped next (their checkpoint
 	 * landed: written again, the same keys would be rewritten), or
@@ -680,6 +696,42 @@ int rocks_journal_spill(rocks *r)
 	return rc;
 }
 
+/* A checkpoint that fails for memory has written nothing: its whole
+ * batch is built (mem_entries()) before the one write, and what it noted
+ * in the clock is noted again alike. So it is tried again, after waits
+ * from CK_RETRY_FIRST_MS doubling to CK_RETRY_MAX_MS, for CK_RETRY_FOR_MS
+ * in all: a shortage that passes delays the checkpoint, where failing the
+ * store refuses every write until a reopen, whose replay of the journal
+ * needs memory too. Meanwhile batches go on into the dirty tables, as
+ * behind a slow checkpoint, and a spill (tally_compact()) is refused
+ * with TALLY_ENOMEM rather than held. Returns 0 to give up: the time is
+ * spent, or the store closes (which then keeps the journal for the next
+ * open). */
+static int ck_retry_wait(rocks *r, uint64_t start, uint64_t *wait_ms)
+{
+	uint64_t until = rocks_now_ns() + *wait_ms * 1000000u;
+	struct timespec ts = { (time_t)(until / 1000000000u),
+	                       (long)(until % 1000000000u) };
+	int go_on;
+
+	if (until - start > (uint64_t)CK_RETRY_FOR_MS * 1000000u)
+		return 0;
+	pthread_mutex_lock(&r->ck_mu);
+	r->ck_retrying = 1;
+	pthread_cond_broadcast(&r->ck_cv); /* a spill waiting gives up */
+	while (!r->ck_stop &&
+	       pthread_cond_timedwait(&r->ck_cv, &r->ck_mu, &ts) != ETIMEDOUT)
+		;
+	r->ck_retrying = 0;
+	go_on = !r->ck_stop;
+	pthread_mutex_unlock(&r->ck_mu);
+	if (go_on)
+		atomic_fetch_add(&r->st_ck_retries, 1);
+	*wait_ms = *wait_ms * 2 < CK_RETRY_MAX_MS ? *wait_ms * 2 :
+	           CK_RETRY_MAX_MS;
+	return go_on;
+}
+
 static void *ckpt_main(void *arg)
 {
 	rocks *r = arg;
@@ -697,12 +749,16 @@ static void *ckpt_main(void *arg)
 		uint64_t upto = r->ck_upto, counters = r->ck_counters;
 		uint64_t seq = r->ck_seq;
 
-		pthread_mutex_unlock(&r->ck_mu);
-		if (r->ck_hook != NULL)
-			r->ck_hook(r->ck_hook_arg);
-		int rc = ckpt_write(r, tab, evs, &r->ck_jm, upto, counters,
-		                    seq);
+		uint64_t start = rocks_now_ns(), wait_ms = CK_RETRY_FIRST_MS;
+		int rc;
 
+		pthread_mutex_unlock(&r->ck_mu);
+		do {
+			if (r->ck_hook != NULL)
+				r->ck_hook(r->ck_hook_arg);
+			rc = ckpt_write(r, tab, evs, &r->ck_jm, upto, counters,
+			                seq);
+		} while (rc == TALLY_ENOMEM && ck_retry_wait(r, start, &wait_ms));
 		if (rc == TALLY_OK) {
 			r->ck_jm.n = 0;
 			carry_build(r, tab);
@@ -757,8 +813,18 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 	if (pthread_mutex_init(&r->ck_mu, NULL) != 0)
 		return TALLY_ENOMEM;
 	r->locks_ok = 2;
-	if (pthread_cond_init(&r->ck_cv, NULL) != 0)
-		return TALLY_ENOMEM;
+	{
+		pthread_condattr_t ca;
+		int bad = pthread_condattr_init(&ca) != 0;
+
+		/* The retries' waits (ck_retry_wait()) are timed against
+		 * the monotonic clock, not one that steps. */
+		bad = bad || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		bad = bad || pthread_cond_init(&r->ck_cv, &ca) != 0;
+		pthread_condattr_destroy(&ca);
+		if (bad)
+			return TALLY_ENOMEM;
+	}
 	r->locks_ok = 3;
 	return TALLY_OK;
 }
@@ -953,10 +1019,12 @@ void rocks_journal_close(rocks *r)
 
 	if (r->ck_started) {
 		pthread_mutex_lock(&r->ck_mu);
-		while (r->ck_state == CK_RUNNING)
-			pthread_cond_wait(&r->ck_cv, &r->ck_mu);
+		/* Set first: a checkpoint waiting to retry gives up on it
+		 * (ck_retry_wait()); one writing finishes. */
 		r->ck_stop = 1;
 		pthread_cond_broadcast(&r->ck_cv);
+		while (r->ck_state == CK_RUNNING)
+			pthread_cond_wait(&r->ck_cv, &r->ck_mu);
 		pthread_mutex_unlock(&r->ck_mu);
 		pthread_join(r->ck_thread, NULL);
 		r->ck_started = 0;

@@ -416,5 +416,9 @@ stop_and_check
 start_tallyd "$DMG"
 assert_eq "a clean restart after it reports nothing" "0" \
 	"$(rcli info persistence | tr -d '\r' | sed -n 's/^journal_records_dropped://p')"
+# With memory to spare no checkpoint is tried twice (test_oom fails them).
+assert_eq "INFO has the checkpoints' retries, none" "0" \
+	"$(rcli info persistence | tr -d '\r' | sed -n 's/^store_checkpoint_retries://p')"
+assert_eq "so does /metrics" "0" "$(metric tally_store_checkpoint_retries_total)"
 stop_and_check
 finish

@@ -53,6 +53,8 @@
 #include <cmocka.h>
 
 #include "tally.h"
+#include "engine/engine.h"   /* the handle's store: its checkpoint hook, */
+#include "store/rocks_int.h" /* for the checkpoint short of memory */
 
 
 /* How the rounds open and write. */
@@ -90,6 +92,9 @@ static atomic_long oom_counted;    /* counted allocations since armed */
 static atomic_long oom_failed;     /* allocations failed since armed */
 static void *fail_bt[16];          /* the first failed one's stack */
 static atomic_int fail_bt_n;
+/* While set, every allocation of this executable's code on this thread
+ * fails, armed or not (the checkpoint thread's, set by ck_fail_hook). */
+static _Thread_local int thread_oom;
 
 /* Blocks this executable's code allocated while armed and has not freed:
  * after a close, none may be left (the library keeps no global state). A
@@ -171,6 +176,10 @@ static int oom_now(const void *caller, int *track)
 	long k;
 
 	*track = 0;
+	if (thread_oom && from_here(caller)) {
+		errno = ENOMEM;
+		return 1;
+	}
 	if (!atomic_load_explicit(&oom_armed, memory_order_relaxed) ||
 	    !from_here(caller))
 		return 0;
@@ -786,6 +795,149 @@ static void test_allocations_fail_from_one_on(void **state)
 	run_pass(MODE_SYNC, 1, 60, 4 * STRIDE);
 }
 
+/* ---- a checkpoint short of memory ---------------------------------------- */
+
+static atomic_int ck_tries;      /* checkpoint writes begun (the hook) */
+static atomic_int ck_fail_tries; /* the first this many fail for memory */
+
+/* The checkpoint thread's hook, called before each try of a checkpoint:
+ * the first ck_fail_tries find no memory on that thread. */
+static void ck_fail_hook(void *arg)
+{
+	(void)arg;
+	thread_oom = atomic_fetch_add(&ck_tries, 1) <
+	             atomic_load(&ck_fail_tries);
+}
+
+/* Open dir with small checkpoints and the hook set before the first. */
+static tally *ck_open(const char *dir, int fail_tries)
+{
+	tally_options o = { .checkpoint_kib = 4 };
+	tally *t = NULL;
+
+	atomic_store(&ck_tries, 0);
+	atomic_store(&ck_fail_tries, fail_tries);
+	assert_int_equal(tally_open(dir, &o, &t), TALLY_OK);
+	((rocks *)t->st)->ck_hook = ck_fail_hook;
+	return t;
+}
+
+static int ck_like(tally *t, uint64_t member)
+{
+	tally_event ev = { .ctype = "article", .ktype = "like",
+	                   .content = 7, .member = member };
+
+	return tally_add(t, &ev, NULL);
+}
+
+/* The n-th like and increment, each acknowledged. */
+static void ck_write(tally *t, uint64_t n)
+{
+	int64_t v;
+
+	assert_int_equal(ck_like(t, n), TALLY_OK);
+	assert_int_equal(tally_incrby(t, "ck:n", 4, 1, &v), TALLY_OK);
+	assert_int_equal(v, (int64_t)n);
+}
+
+/* Writes until done(t) holds, at most 100,000. Returns how many. */
+static uint64_t ck_write_until(tally *t, int (*done)(tally *))
+{
+	uint64_t n = 0;
+
+	while (!done(t)) {
+		assert_true(n < 100000);
+		ck_write(t, ++n);
+	}
+	return n;
+}
+
+static tally_stats ck_stats(tally *t)
+{
+	tally_stats st;
+
+	assert_int_equal(tally_stats_get(t, &st), TALLY_OK);
+	return st;
+}
+
+static int two_checkpoints(tally *t)
+{
+	return ck_stats(t).store_checkpoints >= 2;
+}
+
+static int one_retry(tally *t)
+{
+	return ck_stats(t).store_checkpoint_retries >= 1;
+}
+
+/* A reopen holds the n likes and increments. */
+static void ck_check(const char *dir, uint64_t n)
+{
+	tally *t = NULL;
+	int64_t v = -1;
+
+	assert_int_equal(tally_open(dir, NULL, &t), TALLY_OK);
+	assert_int_equal(tally_count(t, "article", "like", 7, &v), TALLY_OK);
+	assert_int_equal(v, (int64_t)n);
+	assert_int_equal(tally_get(t, "ck:n", 4, &v), TALLY_OK);
+	assert_int_equal(v, (int64_t)n);
+	tally_close(t);
+}
+
+/* A checkpoint that finds no memory has written nothing: it is tried
+ * again, and the store serves on, where it used to fail (refusing every
+ * write until a reopen). */
+static void test_checkpoint_short_of_memory_is_retried(void **state)
+{
+	char dir[] = "/tmp/tally-oom-ck-XXXXXX";
+	tally *t;
+	tally_stats st;
+	uint64_t n;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	t = ck_open(dir, 2);
+	n = ck_write_until(t, two_checkpoints);
+	st = ck_stats(t);
+	assert_true(atomic_load(&ck_tries) >= 4);
+	/* Two tries failed and waited; the third wrote it. */
+	assert_int_equal(st.store_checkpoint_retries, 2);
+	assert_int_equal(st.store_failures, 0);
+	assert_int_equal(st.store_error, TALLY_OK);
+	tally_close(t);
+	ck_check(dir, n);
+	rm_rf(dir);
+}
+
+/* A close does not wait out a checkpoint's retries: it stops them, and
+ * the journal, kept, replays what the checkpoint did not write. */
+static void test_close_stops_checkpoint_retries(void **state)
+{
+	char dir[] = "/tmp/tally-oom-ck-XXXXXX";
+	struct timespec a, b;
+	tally *t;
+	uint64_t n;
+	double s;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	t = ck_open(dir, 1 << 30);
+	n = ck_write_until(t, one_retry);
+	/* A compaction would wait for it: refused at once, nothing lost. */
+	assert_int_equal(tally_compact(t), TALLY_ENOMEM);
+	assert_int_equal(ck_stats(t).store_failures, 0);
+	ck_write(t, ++n);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	tally_close(t);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+	/* The retries go on for 30 s; a close must not be held that long. */
+	if (s >= 10.0)
+		fail_msg("the close took %.1f s behind a checkpoint's retries", s);
+	ck_check(dir, n);
+	rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -793,6 +945,8 @@ int main(void)
 		cmocka_unit_test(test_allocations_fail_from_one_on),
 		cmocka_unit_test(test_each_allocation_fails_once_async),
 		cmocka_unit_test(test_each_allocation_fails_once_caller_commits),
+		cmocka_unit_test(test_checkpoint_short_of_memory_is_retried),
+		cmocka_unit_test(test_close_stops_checkpoint_retries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
