@@ -45,15 +45,20 @@ static void report(const cli_ctx *ctx, const char *dir, const char *out,
 	json_finish(&w);
 }
 
-/* ---- progress of the offline copy ------------------------------------------ */
+/* ---- progress of the copy -------------------------------------------------- */
 
 /* How often the copy's size is shown. */
 #define WATCH_EVERY_S 1
 
 /* tally_backup() makes the copy in OUT + TALLY_BACKUP_PARTIAL and renames
- * it when whole: a thread shows that folder's size while it grows. */
+ * it when whole, here or in tallyd (TALLY.BACKUP, given the same path):
+ * a thread shows that folder's size while it grows. */
 typedef struct watch {
 	char partial[PATH_MAX];
+	/* Where RocksDB stages its part of the copy (its checkpoint's
+	 * name + ".tmp") before renaming it to partial, when the store is
+	 * open for writes: tallyd's TALLY.BACKUP. */
+	char staging[PATH_MAX];
 	uint64_t most;            /* the source's bytes: the copy's bound */
 	int tty;
 	int stop;
@@ -94,7 +99,8 @@ static void *watch_main(void *arg)
 		if (w->stop)
 			break;
 		/* Not made yet, or renamed whole: the last line says. */
-		if (offline_disk_use(w->partial, &u))
+		if (offline_disk_use(w->partial, &u) ||
+		    offline_disk_use(w->staging, &u))
 			watch_line(w, &u);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -114,7 +120,9 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
 	w->tty = isatty(STDERR_FILENO);
 	if ((!force && !w->tty) ||
 	    snprintf(w->partial, sizeof w->partial, "%s" TALLY_BACKUP_PARTIAL,
-	             out) >= (int)sizeof w->partial)
+	             out) >= (int)sizeof w->partial ||
+	    snprintf(w->staging, sizeof w->staging, "%s.tmp", w->partial) >=
+	    (int)sizeof w->staging)
 		return 0;
 	/* The journal files are copied to their records' end, not whole:
 	 * the folder's size bounds the copy's. */
@@ -259,13 +267,14 @@ static int same_server(client *c, const char *dir, char *backups,
 }
 
 static int backup_remote(const cli_ctx *ctx, const char *dir,
-                         const char *out)
+                         const char *out, int progress)
 {
 	char path[PATH_MAX], backups[PATH_MAX], where[PATH_MAX];
 	const char *argv[2] = { "TALLY.BACKUP", path };
 	redisReply *r = NULL;
 	client c;
-	int rc;
+	watch w;
+	int rc, watching;
 
 	fprintf(stderr, "tally: %s is in use by a running tallyd: asking the "
 	        "server at %s:%d for the backup\n", dir, ctx->host, ctx->port);
@@ -302,10 +311,15 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 		snprintf(where, sizeof where, "%s", path);
 	}
 	client_timeout(&c, CLIENT_SLOW_TIMEOUT_MS);
+	/* The server checked above holds dir on this machine, so its
+	 * copy, at where, is in view from here. */
+	watching = watch_start(&w, dir, where, progress);
 	rc = client_call(&c, 2, argv, &r);
 	if (rc == CLI_OK && r->type != REDIS_REPLY_STATUS &&
 	    r->type != REDIS_REPLY_STRING)
 		rc = client_bad_reply("TALLY.BACKUP", "OK");
+	if (watching)
+		watch_stop(&w, rc == CLI_OK ? where : NULL);
 	if (rc == CLI_OK)
 		report(ctx, dir, where, c.where);
 	freeReplyObject(r);
@@ -319,6 +333,7 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 	struct stat st;
 	tally *t = NULL;
 	watch w;
+	int progress = cli_opt(a, "progress") != NULL;
 	int busy, watching, rc = offline_data_dir(a, &dir);
 
 	if (rc != CLI_OK)
@@ -331,7 +346,7 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 	/* A bare name may go into the server's --backup-dir: it checks its
 	 * own target. */
 	if (busy)
-		return backup_remote(ctx, dir, out);
+		return backup_remote(ctx, dir, out, progress);
 	if (rc != CLI_OK)
 		return rc;
 	if (lstat(out, &st) == 0) {
@@ -340,7 +355,7 @@ int cmd_backup(const cli_ctx *ctx, const cli_args *a)
 		        "new folder\n", out);
 		return CLI_ERR;
 	}
-	watching = watch_start(&w, dir, out, cli_opt(a, "progress") != NULL);
+	watching = watch_start(&w, dir, out, progress);
 	rc = tally_backup(t, out);
 	if (watching)
 		watch_stop(&w, rc == TALLY_OK ? out : NULL);

@@ -158,10 +158,11 @@ static const cli_cmd commands[] = {
 	  "on the server's machine; a bare name goes into the server's\n"
 	  "--backup-dir when it has one). The copy opens with --data OUT.\n"
 	  "Table files are linked into OUT when it is on DIR's file system, and\n"
-	  "copied otherwise. Progress of an offline copy (bytes and files in\n"
-	  "OUT" TALLY_BACKUP_PARTIAL ", where it is made) goes to stderr every\n"
-	  "second when stderr is a terminal, or always with --progress, and a\n"
-	  "last line gives what OUT holds.\n" },
+	  "copied otherwise. Progress of the copy, offline or by tallyd (bytes\n"
+	  "and files in OUT" TALLY_BACKUP_PARTIAL ", where it is made, or in\n"
+	  "RocksDB's staging folder beside it) goes to stderr every second when\n"
+	  "stderr is a terminal, or always with --progress, and a last line\n"
+	  "gives what OUT holds.\n" },
 };
 
 #define COMMANDS_N (sizeof commands / sizeof commands[0])

@@ -375,6 +375,47 @@ else
 	fail "faultfs.so is built at $SHIM"
 fi
 
+section "tally backup through tallyd shows the copy's progress"
+# The server's syncs of the copy are held (faultfs.so, stall-fsync) for
+# 2.5 s: the client, waiting for TALLY.BACKUP's reply, shows the size of
+# the folder the server copies into, once a second with --progress; the
+# last line gives what OUT holds.
+if [ -f "$SHIM" ]; then
+	mkdir -p "$TMP/slow"
+	echo off >"$TMP/slow.ctl"
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+		LD_PRELOAD=$SHIM TALLY_FAULT_DIR=$TMP/slow \
+		TALLY_FAULT_CTL=$TMP/slow.ctl start_tallyd "$TMP/crashed"
+	echo stall-fsync >"$TMP/slow.ctl"
+	timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$TMP/crashed" \
+		--progress "$TMP/slow/copy" >"$TMP/slow.out" 2>"$TMP/slow.err" &
+	bg=$!
+	BG_PIDS+=("$bg")
+	for _ in $(seq 200); do
+		[ ! -e "$TMP/slow.ctl.stalled" ] || break
+		sleep 0.05
+	done
+	assert_ok "the server's copy waits on a sync" test -e "$TMP/slow.ctl.stalled"
+	sleep 2.5
+	assert_ok "... and OUT is not there yet" test ! -e "$TMP/slow/copy"
+	assert_ok "the client shows the copy's size meanwhile" grep -Eq \
+		'^tally: the copy holds [0-9.]+ [KMG]?i?B in [0-9]+ files \(of at most [0-9.]+ [KMG]?i?B\)$' \
+		"$TMP/slow.err"
+	echo off >"$TMP/slow.ctl"
+	wait "$bg" && rc=0 || rc=$?
+	assert_eq "tally backup exits 0 once the syncs go through" "0" "$rc"
+	assert_contains "... says the server wrote it" "$(cat "$TMP/slow.out")" \
+		"written to $TMP/slow/copy by tallyd"
+	files=$(find "$TMP/slow/copy" -type f | wc -l)
+	assert_contains "... and its last line gives what OUT holds" \
+		"$(tail -n 1 "$TMP/slow.err")" "in $files files "
+	stop_and_check
+	start_tallyd "$TMP/slow/copy"
+	assert_eq "the copy holds every like" "$want" \
+		"$(rcli TALLY.COUNT article like 7)"
+	stop_and_check
+fi
+
 section "--backup-dir"
 BDIR=$TMP/backups
 mkdir -p "$BDIR" "$TMP/outside"
