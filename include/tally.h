@@ -861,10 +861,11 @@ typedef struct tally_stats {
 	 *  durability those writes had been acknowledged; media damage, not
 	 *  a crash, leaves them (a crash cuts only the tail). 0 normally. */
 	uint64_t journal_records_dropped;
-	/** rocksdb store: checkpoints that failed for memory, having
-	 *  written nothing, and were tried again after a wait (10 ms,
-	 *  doubling to 1 s). A checkpoint still failing 30 s after its
-	 *  first try fails the store, as a write error does. 0 normally. */
+	/** rocksdb store: retries of checkpoints that failed for memory,
+	 *  having written nothing: each is a wait (10 ms, doubling to 1 s),
+	 *  then the same checkpoint tried again. One whose next wait would
+	 *  end past 30 s from its first try fails the store instead, as a
+	 *  write error does. 0 normally. */
 	uint64_t store_checkpoint_retries;
 } tally_stats;
 

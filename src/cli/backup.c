@@ -62,6 +62,7 @@ typedef struct watch {
 	uint64_t most;            /* the source's bytes: the copy's bound */
 	int tty;
 	int stop;
+	int stopped;              /* watch_stop() ran */
 	int shown;                /* a line was drawn */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -116,11 +117,16 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
 	pthread_condattr_t a;
 	int ok;
 
+	size_t len = strlen(out);
+
 	memset(w, 0, sizeof *w);
 	w->tty = isatty(STDERR_FILENO);
-	if ((!force && !w->tty) ||
-	    snprintf(w->partial, sizeof w->partial, "%s" TALLY_BACKUP_PARTIAL,
-	             out) >= (int)sizeof w->partial ||
+	/* OUT/ names OUT, as tally_backup() and TALLY.BACKUP take it. */
+	while (len > 1 && out[len - 1] == '/')
+		len--;
+	if ((!force && !w->tty) || len > INT_MAX ||
+	    snprintf(w->partial, sizeof w->partial, "%.*s" TALLY_BACKUP_PARTIAL,
+	             (int)len, out) >= (int)sizeof w->partial ||
 	    snprintf(w->staging, sizeof w->staging, "%s.tmp", w->partial) >=
 	    (int)sizeof w->staging)
 		return 0;
@@ -148,11 +154,14 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
 }
 
 /* Stops the thread; with the copy made (out given), a last line says
- * what it holds. */
+ * what it holds. Once: a second call does nothing. */
 static void watch_stop(watch *w, const char *out)
 {
 	disk_use u;
 
+	if (w->stopped)
+		return;
+	w->stopped = 1;
 	pthread_mutex_lock(&w->mu);
 	w->stop = 1;
 	pthread_cond_signal(&w->cv);
@@ -266,6 +275,12 @@ static int same_server(client *c, const char *dir, char *backups,
 	return CLI_ERR;
 }
 
+/* The client is about to print an error: the progress line ends first. */
+static void watch_halt(void *arg)
+{
+	watch_stop(arg, NULL);
+}
+
 static int backup_remote(const cli_ctx *ctx, const char *dir,
                          const char *out, int progress)
 {
@@ -314,12 +329,16 @@ static int backup_remote(const cli_ctx *ctx, const char *dir,
 	/* The server checked above holds dir on this machine, so its
 	 * copy, at where, is in view from here. */
 	watching = watch_start(&w, dir, where, progress);
+	if (watching) {
+		c.before_say = watch_halt;
+		c.before_say_arg = &w;
+	}
 	rc = client_call(&c, 2, argv, &r);
+	if (watching)
+		watch_stop(&w, rc == CLI_OK ? where : NULL);
 	if (rc == CLI_OK && r->type != REDIS_REPLY_STATUS &&
 	    r->type != REDIS_REPLY_STRING)
 		rc = client_bad_reply("TALLY.BACKUP", "OK");
-	if (watching)
-		watch_stop(&w, rc == CLI_OK ? where : NULL);
 	if (rc == CLI_OK)
 		report(ctx, dir, where, c.where);
 	freeReplyObject(r);

@@ -63,6 +63,8 @@ int client_open(client *c, const cli_ctx *ctx)
 {
 	int v6 = strchr(ctx->host, ':') != NULL;
 
+	c->before_say = NULL;
+	c->before_say_arg = NULL;
 	snprintf(c->where, sizeof c->where, v6 ? "[%.256s]:%d" : "%.256s:%d",
 	         ctx->host, ctx->port);
 	c->rc = redisConnectWithTimeout(ctx->host, ctx->port,
@@ -105,6 +107,8 @@ int client_call(client *c, int argc, const char **argv, redisReply **out)
 	for (int i = 0; i < argc; i++)
 		lens[i] = strlen(argv[i]);
 	r = redisCommandArgv(c->rc, argc, argv, lens);
+	if ((r == NULL || r->type == REDIS_REPLY_ERROR) && c->before_say)
+		c->before_say(c->before_say_arg);
 	if (r == NULL) {
 		char safe[CLIENT_ERRMSG_MAX];
 

@@ -26,6 +26,11 @@
 typedef struct client {
 	redisContext *rc;
 	char where[CLIENT_WHERE_MAX];
+	/* Called, when set, before the client prints a message to stderr,
+	 * so that a progress line drawn there is ended first. NULL after
+	 * client_open(). */
+	void (*before_say)(void *arg);
+	void *before_say_arg;
 } client;
 
 /* Connect and AUTH if a password is set. Returns CLI_OK, CLI_UNREACHABLE

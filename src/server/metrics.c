@@ -171,7 +171,7 @@ char *metrics_text(void *arg, size_t *len)
 		             "Journal records found whole past a damaged one "
 		             "at open, and dropped", st.journal_records_dropped);
 		prom_counter(&t, "store_checkpoint_retries_total",
-		             "Checkpoints tried again after failing for memory",
+		             "Retries of checkpoints that failed for memory",
 		             st.store_checkpoint_retries);
 	}
 	prom_gauge(&t, "last_seq", "Newest event number", st.last_seq);

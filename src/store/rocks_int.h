@@ -211,9 +211,10 @@ typedef struct rocks {
 	int ck_retrying;     /* the checkpoint waits to try again for memory
 	                        (ck_retry_wait()), under ck_mu */
 	int ck_started;
-	/* Called by the checkpoint thread before each checkpoint's write,
-	 * if set before the first one: tests hold a checkpoint running with
-	 * it. NULL otherwise. */
+	/* Called by the checkpoint thread before each try of a checkpoint's
+	 * write (a checkpoint short of memory is tried again), if set before
+	 * the first one: tests hold a checkpoint running with it, or fail
+	 * its allocations. NULL otherwise. */
 	void (*ck_hook)(void *arg);
 	void *ck_hook_arg;
 	int locks_ok;        /* how many of the three locks exist */

@@ -379,7 +379,7 @@ section "tally backup through tallyd shows the copy's progress"
 # The server's syncs of the copy are held (faultfs.so, stall-fsync) for
 # 2.5 s: the client, waiting for TALLY.BACKUP's reply, shows the size of
 # the folder the server copies into, once a second with --progress; the
-# last line gives what OUT holds.
+# last line gives what OUT holds. OUT is given as OUT/, which names OUT.
 if [ -f "$SHIM" ]; then
 	mkdir -p "$TMP/slow"
 	echo off >"$TMP/slow.ctl"
@@ -388,7 +388,7 @@ if [ -f "$SHIM" ]; then
 		TALLY_FAULT_CTL=$TMP/slow.ctl start_tallyd "$TMP/crashed"
 	echo stall-fsync >"$TMP/slow.ctl"
 	timeout 60 "$CLI" -p "$T_RESP" -a "$T_PASS" backup --data "$TMP/crashed" \
-		--progress "$TMP/slow/copy" >"$TMP/slow.out" 2>"$TMP/slow.err" &
+		--progress "$TMP/slow/copy/" >"$TMP/slow.out" 2>"$TMP/slow.err" &
 	bg=$!
 	BG_PIDS+=("$bg")
 	for _ in $(seq 200); do
@@ -403,9 +403,10 @@ if [ -f "$SHIM" ]; then
 		"$TMP/slow.err"
 	echo off >"$TMP/slow.ctl"
 	wait "$bg" && rc=0 || rc=$?
+	BG_PIDS=()
 	assert_eq "tally backup exits 0 once the syncs go through" "0" "$rc"
 	assert_contains "... says the server wrote it" "$(cat "$TMP/slow.out")" \
-		"written to $TMP/slow/copy by tallyd"
+		"written to $TMP/slow/copy/ by tallyd"
 	files=$(find "$TMP/slow/copy" -type f | wc -l)
 	assert_contains "... and its last line gives what OUT holds" \
 		"$(tail -n 1 "$TMP/slow.err")" "in $files files "
