@@ -606,7 +606,8 @@ static void batch_complete(tally *t, size_t n, int batch_err)
 	else if (lost_ctype)
 		/* A content type is published when its record is queued
 		 * (schema_ctype_ensure()); a record that failed, for a reason
-		 * that fails no store (its batch out of memory), would leave
+		 * that fails no store (its batch out of memory, and then its
+		 * write alone, ctypes_alone(), as well), would leave
 		 * its id in use with no name on disk, for the next open to
 		 * give to another name. Failing the store makes the recovery
 		 * reload the types from disk. */
@@ -772,12 +773,58 @@ static void holds_release(tally *t, size_t n)
 	}
 }
 
+/* Content types written per batch by ctypes_alone(). */
+#define CTYPES_ALONE_MAX 16
+
+/* The batch of n failed for memory, having written nothing (store.h).
+ * A content type it names was published when its record was queued
+ * (schema_ctype_ensure()), and writes after it may use the id already:
+ * left unwritten, the store would have to fail so that its recovery
+ * reloads the types. So the names are written alone, which takes little
+ * memory. TALLY_OK when the batch named some and they are all written:
+ * each op's err then says how it ended (its name written, or the rest out
+ * of memory); else the error of their write, or TALLY_ENOMEM when it
+ * named none. */
+static int ctypes_alone(tally *t, size_t n)
+{
+	store_op ops[CTYPES_ALONE_MAX];
+	size_t at[CTYPES_ALONE_MAX], i = 0, named = 0;
+	int rc = TALLY_OK;
+
+	while (i < n && rc == TALLY_OK) {
+		store_batch b = {
+			.ops = ops,
+			.sync = t->opt.durability == TALLY_DURABILITY_SYNC,
+		};
+
+		for (; i < n && b.n < CTYPES_ALONE_MAX; i++)
+			if (t->batch[i].kind == STORE_OP_CTYPE) {
+				at[b.n] = i;
+				ops[b.n++] = t->batch[i];
+			}
+		if (b.n == 0)
+			break;
+		rc = t->st->vt->apply(t->st, &b);
+		for (size_t k = 0; k < b.n && rc == TALLY_OK; k++) {
+			t->batch[at[k]].err = ops[k].err;
+			t->batch[at[k]].result = ops[k].result;
+		}
+		named += b.n;
+	}
+	if (rc != TALLY_OK || named == 0)
+		return rc != TALLY_OK ? rc : TALLY_ENOMEM;
+	for (i = 0; i < n; i++)
+		if (t->batch[i].kind != STORE_OP_CTYPE)
+			t->batch[i].err = TALLY_ENOMEM;
+	return TALLY_OK;
+}
+
 static void commit_batch(tally *t, size_t n)
 {
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 	store_batch b = { .ops = t->batch, .n = n, .sync = !async };
 	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
-	int rc = TALLY_OK;
+	int rc = TALLY_OK, applied = 0, alone = TALLY_ENOMEM;
 
 	if (t->failed || atomic_exchange(&t->schema_lost, 0)) {
 		/* Nothing is written on top of a failure (invariant 2), nor
@@ -797,8 +844,15 @@ static void commit_batch(tally *t, size_t n)
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = fold(t, 0);
 	}
-	if (rc == TALLY_OK)
+	if (rc == TALLY_OK) {
 		rc = t->st->vt->apply(t->st, &b);
+		applied = 1;
+	}
+	if (rc == TALLY_ENOMEM && applied) {
+		alone = ctypes_alone(t, n);
+		if (store_failure(alone))
+			rc = alone;
+	}
 	/* Before the settle, so that it can make the cells safe again. */
 	holds_release(t, n);
 	if (folding) {
@@ -811,7 +865,8 @@ static void commit_batch(tally *t, size_t n)
 	atomic_fetch_add(&t->st_batch_hist[hist_bucket(n)], 1);
 	if (n > atomic_load(&t->st_batch_max))
 		atomic_store(&t->st_batch_max, n);
-	batch_complete(t, n, rc);
+	/* With its types written alone, each write says how it ended. */
+	batch_complete(t, n, alone == TALLY_OK ? TALLY_OK : rc);
 }
 
 static void recover_maybe(tally *t);

@@ -236,8 +236,9 @@ int schema_ctype(tally *t, const char *name, uint16_t *id)
 
 static void ctype_persisted(void *arg, int err, int64_t result)
 {
-	/* Nothing to do: a failure here fails the store (batch_complete()),
-	 * whose recovery reloads the content types from disk. */
+	/* Nothing to do: a batch out of memory writes its types alone
+	 * (ctypes_alone()), and a failure past that fails the store
+	 * (batch_complete()), whose recovery reloads the types from disk. */
 	(void)arg, (void)err, (void)result;
 }
 

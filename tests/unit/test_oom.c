@@ -95,6 +95,9 @@ static atomic_int fail_bt_n;
 /* While set, every allocation of this executable's code on this thread
  * fails, armed or not (the checkpoint thread's, set by ck_fail_hook). */
 static _Thread_local int thread_oom;
+/* While above 0, the next allocations of this executable's code on this
+ * thread fail, one each. */
+static _Thread_local int thread_oom_next;
 
 /* Blocks this executable's code allocated while armed and has not freed:
  * after a close, none may be left (the library keeps no global state). A
@@ -176,7 +179,9 @@ static int oom_now(const void *caller, int *track)
 	long k;
 
 	*track = 0;
-	if (thread_oom && from_here(caller)) {
+	if ((thread_oom || thread_oom_next > 0) && from_here(caller)) {
+		if (thread_oom_next > 0)
+			thread_oom_next--;
 		errno = ENOMEM;
 		return 1;
 	}
@@ -938,6 +943,103 @@ static void test_close_stops_checkpoint_retries(void **state)
 	rm_rf(dir);
 }
 
+/* ---- a new content type in a batch short of memory ----------------------- */
+
+/* Commits tried with more allocations failing, at most. */
+#define CT_TRIES_MAX 32
+
+typedef struct ct_done {
+	int called, err;
+} ct_done;
+
+static void ct_cb(void *arg, int err, int64_t result)
+{
+	ct_done *d = arg;
+
+	(void)result;
+	d->called = 1;
+	d->err = err;
+}
+
+/* Queue a like of content (by member 9) under the content type ctype,
+ * then commit it (the handle commits on the caller's thread) with the
+ * first `fail` allocations of that commit failing. Returns how the like
+ * ended. */
+static int ct_like(tally *t, const char *ctype, uint64_t content, int fail)
+{
+	tally_write w = {
+		.kind = TALLY_W_ADD,
+		.event = { .ctype = ctype, .ktype = "like", .content = content,
+		           .member = 9 },
+	};
+	ct_done d = { 0, -1 };
+
+	assert_int_equal(tally_write_async(t, &w, ct_cb, &d), TALLY_OK);
+	thread_oom_next = fail;
+	assert_int_equal(tally_commit(t), TALLY_OK);
+	thread_oom_next = 0;
+	assert_true(d.called);
+	return d.err;
+}
+
+/* A batch that fails for memory while it names a new content type: the
+ * name is written alone, the like fails alone, and the store serves on
+ * (it used to fail, so that its recovery would reload the types, the id
+ * having been given out with no name on disk). */
+static void test_new_content_type_in_a_batch_out_of_memory(void **state)
+{
+	char dir[] = "/tmp/tally-oom-ct-XXXXXX", name[16] = "";
+	tally_options o = { .flags = TALLY_OPEN_CALLER_COMMITS };
+	tally_history_entry h[CT_TRIES_MAX + 2];
+	tally_stats st;
+	tally *t = NULL;
+	int64_t v = -1;
+	size_t n = 0;
+	int k, err = TALLY_OK;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(tally_open(dir, &o, &t), TALLY_OK);
+	/* Some allocations fail harmlessly (a batched read falls back to a
+	 * lookup of its own): fail the first k of the commit, k = 1, 2 ...,
+	 * until the batch fails, each time naming a new content type. */
+	for (k = 1; k <= CT_TRIES_MAX && err == TALLY_OK; k++) {
+		snprintf(name, sizeof name, "fresh%d", k);
+		err = ct_like(t, name, (uint64_t)k, k);
+	}
+	assert_int_equal(err, TALLY_ENOMEM);
+	k--;
+	assert_int_equal(tally_stats_get(t, &st), TALLY_OK);
+	assert_int_equal(st.store_failures, 0);
+	assert_int_equal(st.store_error, TALLY_OK);
+	/* The id is the type's: a like under it, and another new type. */
+	assert_int_equal(ct_like(t, name, 100, 0), TALLY_OK);
+	assert_int_equal(ct_like(t, "other", 101, 0), TALLY_OK);
+	tally_close(t);
+	assert_int_equal(tally_open(dir, NULL, &t), TALLY_OK);
+	assert_int_equal(tally_count(t, name, "like", (uint64_t)k, &v), TALLY_OK);
+	assert_int_equal(v, 0);
+	assert_int_equal(tally_count(t, name, "like", 100, &v), TALLY_OK);
+	assert_int_equal(v, 1);
+	assert_int_equal(tally_count(t, "other", "like", 101, &v), TALLY_OK);
+	assert_int_equal(v, 1);
+	/* Every stored id has its own name (one with none reads as
+	 * corrupt): the likes before the failed one, then the two after. */
+	assert_int_equal(tally_history(t, 9, "like", CT_TRIES_MAX + 2, 0, h, &n),
+	                 TALLY_OK);
+	assert_int_equal(n, (size_t)k + 1);
+	assert_string_equal(h[0].ctype, "other");
+	assert_string_equal(h[1].ctype, name);
+	for (size_t i = 2; i < n; i++) {
+		char want[16];
+
+		snprintf(want, sizeof want, "fresh%zu", (size_t)k + 1 - i);
+		assert_string_equal(h[i].ctype, want);
+	}
+	tally_close(t);
+	rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -947,6 +1049,7 @@ int main(void)
 		cmocka_unit_test(test_each_allocation_fails_once_caller_commits),
 		cmocka_unit_test(test_checkpoint_short_of_memory_is_retried),
 		cmocka_unit_test(test_close_stops_checkpoint_retries),
+		cmocka_unit_test(test_new_content_type_in_a_batch_out_of_memory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
