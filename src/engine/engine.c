@@ -12,7 +12,9 @@
  *     that a server's batch costs no thread hand-off.
  *  2. A write's callback runs exactly once, after the store applied its
  *     batch atomically and, in sync mode, fsynced it; or with the batch's
- *     error, in which case none of the batch was acknowledged. A store
+ *     error, in which case none of the batch was acknowledged (but for the
+ *     content types of a batch out of memory, written alone: see
+ *     ctypes_alone()). A store
  *     failure (write or fsync) stops all writes: what reached the disk is
  *     unknown, and nothing may be written on top of it. The failed batch
  *     is never retried (a failed fsync cannot be redone: the kernel may
@@ -606,11 +608,11 @@ static void batch_complete(tally *t, size_t n, int batch_err)
 	else if (lost_ctype)
 		/* A content type is published when its record is queued
 		 * (schema_ctype_ensure()); a record that failed, for a reason
-		 * that fails no store (its batch out of memory, and then its
-		 * write alone, ctypes_alone(), as well), would leave
-		 * its id in use with no name on disk, for the next open to
-		 * give to another name. Failing the store makes the recovery
-		 * reload the types from disk. */
+		 * that fails no store (its batch, or the fold before it, out of
+		 * memory, and then its write alone, ctypes_alone(), as well),
+		 * would leave its id in use with no name on disk, for the next
+		 * open to give to another name. Failing the store makes the
+		 * recovery reload the types from disk. */
 		fail_mark_locked(t, TALLY_EIO);
 	pthread_cond_broadcast(&t->not_full);
 	pthread_mutex_unlock(&t->qlock);
@@ -824,7 +826,7 @@ static void commit_batch(tally *t, size_t n)
 	int async = t->opt.durability == TALLY_DURABILITY_ASYNC;
 	store_batch b = { .ops = t->batch, .n = n, .sync = !async };
 	int folding = async && !t->failed && stripes_touched(t, t->batch, n);
-	int rc = TALLY_OK, applied = 0, alone = TALLY_ENOMEM;
+	int rc = TALLY_OK, alone = TALLY_ENOMEM;
 
 	if (t->failed || atomic_exchange(&t->schema_lost, 0)) {
 		/* Nothing is written on top of a failure (invariant 2), nor
@@ -844,11 +846,10 @@ static void commit_batch(tally *t, size_t n)
 		pthread_rwlock_wrlock(&t->fold_lock);
 		rc = fold(t, 0);
 	}
-	if (rc == TALLY_OK) {
+	if (rc == TALLY_OK)
 		rc = t->st->vt->apply(t->st, &b);
-		applied = 1;
-	}
-	if (rc == TALLY_ENOMEM && applied) {
+	/* The fold's or the batch's: either wrote nothing (store.h). */
+	if (rc == TALLY_ENOMEM) {
 		alone = ctypes_alone(t, n);
 		if (store_failure(alone))
 			rc = alone;

@@ -998,6 +998,7 @@ static void test_new_content_type_in_a_batch_out_of_memory(void **state)
 	int k, err = TALLY_OK;
 
 	(void)state;
+	thread_oom_next = 0;
 	assert_non_null(mkdtemp(dir));
 	assert_int_equal(tally_open(dir, &o, &t), TALLY_OK);
 	/* Some allocations fail harmlessly (a batched read falls back to a
