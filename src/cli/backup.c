@@ -115,9 +115,8 @@ static int watch_start(watch *w, const char *dir, const char *out, int force)
 {
 	disk_use src;
 	pthread_condattr_t a;
-	int ok;
-
 	size_t len = strlen(out);
+	int ok;
 
 	memset(w, 0, sizeof *w);
 	w->tty = isatty(STDERR_FILENO);

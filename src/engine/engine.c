@@ -14,9 +14,9 @@
  *     batch atomically and, in sync mode, fsynced it; or with the batch's
  *     error, in which case none of the batch was acknowledged (but for the
  *     content types of a batch out of memory, written alone: see
- *     ctypes_alone()). A store
- *     failure (write or fsync) stops all writes: what reached the disk is
- *     unknown, and nothing may be written on top of it. The failed batch
+ *     ctypes_alone()). A store failure (write or fsync) stops all writes:
+ *     what reached the disk is unknown, and nothing may be written on top
+ *     of it. The failed batch
  *     is never retried (a failed fsync cannot be redone: the kernel may
  *     have dropped the pages). Reads go on against the store as it is.
  *  3. A queue slot is reused only after its write completed: [head, head +

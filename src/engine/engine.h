@@ -252,7 +252,7 @@ struct tally {
 	/* Journal records the stores closed by recoveries dropped at their
 	 * open (the open store's own count is added when read). */
 	_Atomic uint64_t st_journal_dropped;
-	/* The same for the checkpoints they tried again for memory. */
+	/* The same for their retries of checkpoints short of memory. */
 	_Atomic uint64_t st_ck_retries;
 	/* A registration whose record was queued could not enter the schema
 	 * in memory (out of memory), so its id would be given again: the

@@ -269,8 +269,8 @@ typedef struct rocks {
 	_Atomic uint64_t st_dirty;
 	_Atomic uint64_t st_clean;
 	_Atomic uint64_t st_checkpoints;
-	_Atomic uint64_t st_ck_retries; /* checkpoints tried again after
-	                                   failing for memory */
+	_Atomic uint64_t st_ck_retries; /* retries of checkpoints that
+	                                   failed for memory */
 	_Atomic uint64_t st_ck_entries; /* entries checkpoints wrote */
 	_Atomic uint64_t st_sync_hist[TALLY_HIST_BUCKETS];
 } rocks;

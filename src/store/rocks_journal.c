@@ -748,7 +748,6 @@ static void *ckpt_main(void *arg)
 		const rocks_evgen *evs = r->ev_frozen;
 		uint64_t upto = r->ck_upto, counters = r->ck_counters;
 		uint64_t seq = r->ck_seq;
-
 		uint64_t start = rocks_now_ns(), wait_ms = CK_RETRY_FIRST_MS;
 		int rc;
 
@@ -775,6 +774,21 @@ static void *ckpt_main(void *arg)
 }
 
 /* ---- open and close ------------------------------------------------------- */
+
+/* A condition variable whose timed waits (ck_retry_wait()) run on the
+ * monotonic clock, not one that steps. 0, or -1. */
+static int cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	int bad;
+
+	if (pthread_condattr_init(&ca) != 0)
+		return -1;
+	bad = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	      pthread_cond_init(cv, &ca) != 0;
+	pthread_condattr_destroy(&ca);
+	return bad ? -1 : 0;
+}
 
 int rocks_journal_init(rocks *r, uint64_t journal_max)
 {
@@ -813,18 +827,8 @@ int rocks_journal_init(rocks *r, uint64_t journal_max)
 	if (pthread_mutex_init(&r->ck_mu, NULL) != 0)
 		return TALLY_ENOMEM;
 	r->locks_ok = 2;
-	{
-		pthread_condattr_t ca;
-		int bad = pthread_condattr_init(&ca) != 0;
-
-		/* The retries' waits (ck_retry_wait()) are timed against
-		 * the monotonic clock, not one that steps. */
-		bad = bad || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		bad = bad || pthread_cond_init(&r->ck_cv, &ca) != 0;
-		pthread_condattr_destroy(&ca);
-		if (bad)
-			return TALLY_ENOMEM;
-	}
+	if (cond_init_monotonic(&r->ck_cv) != 0)
+		return TALLY_ENOMEM;
 	r->locks_ok = 3;
 	return TALLY_OK;
 }

@@ -82,8 +82,8 @@ typedef struct store_stats {
 	uint64_t checkpoint_entries; /* entries those wrote (rocksdb) */
 	uint64_t journal_dropped; /* whole journal records past a damaged
 	                             one, dropped at open (rocksdb) */
-	uint64_t checkpoint_retries; /* checkpoints tried again after
-	                                failing for memory (rocksdb) */
+	uint64_t checkpoint_retries; /* retries of checkpoints that failed
+	                                for memory (rocksdb) */
 	uint64_t sync_hist[TALLY_HIST_BUCKETS];
 } store_stats;
 
