@@ -18,8 +18,9 @@
 #     ack_load must have had writes acknowledged (at 3 nearly nothing is:
 #     a store failed by a failed allocation refuses writes while its
 #     recovery meets failures too). A failed allocation fails its batch
-#     alone, except a type's first use, which fails the store: the rounds
-#     at 23 and 211 name their types before their faults.
+#     alone, except in a type's first use, which can still fail the store
+#     (RELIABILITY.md, Memory exhaustion): the rounds at 23 and 211 name
+#     their types before their faults.
 # Not run on the sanitizer build (CMakeLists.txt): its allocator owns malloc.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh" "$@"
@@ -129,11 +130,12 @@ for every in 3 3 3 23 211; do
 	TALLYD=$WRAP
 	TALLY_FAULT_MEM_EVERY=$every TALLY_FAULT_MEM_SEED=$round start_tallyd "$DATA"
 	TALLYD=$REAL_TALLYD
-	# A type's first use that fails for memory fails the store on purpose
-	# (its id was given out with no name on disk, and only a reopen
-	# reloads the types), and a reopen meets the faults too: a round at
-	# 23 or 211 whose first batch named a type could see nothing acked,
-	# whatever else holds. So before those rounds' faults, the four names
+	# A type's first use can still fail the store for memory on purpose
+	# (its entry in memory not made, or its record failing even when
+	# written alone: its id would be given out with no name on disk, and
+	# only a reopen reloads the types), and a reopen meets the faults
+	# too: a round at 23 or 211 whose first batch named a type could see
+	# nothing acked, whatever else holds. So before those rounds' faults, the four names
 	# exist, through objects no client here uses.
 	if [ "$every" -ge 23 ]; then
 		for ct in ack article; do

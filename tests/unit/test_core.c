@@ -1258,9 +1258,6 @@ static void fill_and_clear(hmap *m, uint64_t base, uint64_t n)
 	assert_int_equal(hmap_count(m), 0);
 }
 
-/* A map that asks gives back a table grown by one burst after a run of 16
- * small clears (not before, and not when a big clear breaks the run), and
- * the smaller table works as any; a map that does not ask keeps it. */
 #if defined(__SANITIZE_ADDRESS__)
 #define TEST_ASAN 1
 #elif defined(__has_feature)
@@ -1355,6 +1352,9 @@ static void test_hmap_reserve_then_inserts_allocate_nothing(void **state)
 	}
 }
 
+/* A map that asks gives back a table grown by one burst after a run of 16
+ * small clears (not before, and not when a big clear breaks the run), and
+ * the smaller table works as any; a map that does not ask keeps it. */
 static void test_hmap_clear_shrinks_after_small_clears(void **state)
 {
 	hmap *m = map_new(state, 8);
